@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"vouch.dev/vouch/bot"
+	"vouch.dev/vouch/evidence"
+	"vouch.dev/vouch/gate"
+	"vouch.dev/vouch/sandbox"
+)
+
+// listFlag collects a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+func runVerify(ctx context.Context, logger *slog.Logger, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		repo, base, head   = fs.String("repo", "", "git repository `DIR`"), fs.String("base", "", "base revision"), fs.String("head", "", "head revision")
+		receiptPath        = fs.String("receipt", "", "write the JSON receipt to `FILE`")
+		commentPath        = fs.String("comment", "", "write the Markdown comment to `FILE`")
+		workRoot           = fs.String("work-root", "", "parent `DIR` of sandbox workspaces (default: system temp)")
+		keepWorkspace      = fs.Bool("keep-workspace", false, "keep the workspace after the run (debugging)")
+		policy             = gate.DefaultPolicy()
+		protect            listFlag
+	)
+	fs.Var(&protect, "protect", "operator-protected doublestar `GLOB` (repeatable)")
+	fs.IntVar(&policy.MaxFiles, "max-files", policy.MaxFiles, "refuse heads with more files than this")
+	fs.Int64Var(&policy.MaxBytes, "max-bytes", policy.MaxBytes, "refuse heads with more blob bytes than this")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if *repo == "" || *base == "" || *head == "" || fs.NArg() != 0 {
+		fmt.Fprintln(stderr, "vouch verify: --repo, --base and --head are required")
+		return exitUsage
+	}
+	policy.Protected = protect
+
+	cfg := sandbox.DefaultConfig()
+	if b := os.Getenv("VOUCH_BWRAP"); b != "" {
+		cfg.Bwrap = b
+	}
+	if *workRoot != "" {
+		cfg.WorkRoot = *workRoot
+	}
+	cfg.KeepWorkspace = *keepWorkspace
+	runner, err := sandbox.New(cfg, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "vouch verify: %v\n", err)
+		return exitUsage
+	}
+	rc, err := bot.Verify(ctx, logger, runner, bot.VerifyRequest{RepoDir: *repo, Base: *base, Head: *head, Policy: policy})
+	if err != nil {
+		fmt.Fprintf(stderr, "vouch verify: %v\n", err)
+		return exitUsage
+	}
+	if *receiptPath != "" {
+		data, err := rc.JSON()
+		if err == nil {
+			err = os.WriteFile(*receiptPath, append(data, '\n'), 0o644)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "vouch verify: write receipt: %v\n", err)
+			return exitUsage
+		}
+	}
+	if *commentPath != "" {
+		if err := os.WriteFile(*commentPath, []byte(evidence.Comment(rc)), 0o644); err != nil {
+			fmt.Fprintf(stderr, "vouch verify: write comment: %v\n", err)
+			return exitUsage
+		}
+	}
+	fmt.Fprint(stdout, evidence.Summary(rc))
+	return evidence.ExitCode(rc.Outcome)
+}

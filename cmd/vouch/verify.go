@@ -25,13 +25,13 @@ func runVerify(ctx context.Context, logger *slog.Logger, args []string, stdout, 
 	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		repo, base, head   = fs.String("repo", "", "git repository `DIR`"), fs.String("base", "", "base revision"), fs.String("head", "", "head revision")
-		receiptPath        = fs.String("receipt", "", "write the JSON receipt to `FILE`")
-		commentPath        = fs.String("comment", "", "write the Markdown comment to `FILE`")
-		workRoot           = fs.String("work-root", "", "parent `DIR` of sandbox workspaces (default: system temp)")
-		keepWorkspace      = fs.Bool("keep-workspace", false, "keep the workspace after the run (debugging)")
-		policy             = gate.DefaultPolicy()
-		protect            listFlag
+		repo, base, head = fs.String("repo", "", "git repository `DIR`"), fs.String("base", "", "base revision"), fs.String("head", "", "head revision")
+		receiptPath      = fs.String("receipt", "", "write the JSON receipt to `FILE`")
+		commentPath      = fs.String("comment", "", "write the Markdown comment to `FILE`")
+		workRoot         = fs.String("work-root", "", "parent `DIR` of sandbox workspaces (default: system temp)")
+		keepWorkspace    = fs.Bool("keep-workspace", false, "keep the workspace after the run (debugging)")
+		policy           = gate.DefaultPolicy()
+		protect          listFlag
 	)
 	fs.Var(&protect, "protect", "operator-protected doublestar `GLOB` (repeatable)")
 	fs.IntVar(&policy.MaxFiles, "max-files", policy.MaxFiles, "refuse heads with more files than this")

@@ -1,0 +1,245 @@
+package bot
+
+import (
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"vouch.dev/vouch/evidence"
+	"vouch.dev/vouch/fixtures"
+	"vouch.dev/vouch/gate"
+	"vouch.dev/vouch/sandbox"
+)
+
+// marker is what a hostile script would create in its working directory.
+const marker = "HOSTILE-CODE-RAN"
+
+// requireBwrap fails under CI=true and skips elsewhere when bwrap is missing.
+func requireBwrap(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("bwrap is required under CI=true: %v", err)
+		}
+		t.Skipf("bwrap not installed: %v", err)
+	}
+}
+
+// testRunner returns a sandbox runner that keeps its workspaces under a
+// fresh directory, so a test can look for what a step left behind.
+func testRunner(t *testing.T) (*sandbox.Runner, string) {
+	t.Helper()
+	requireBwrap(t)
+	root := t.TempDir()
+	// The sandbox uid must be able to traverse to its workspace.
+	for _, d := range []string{filepath.Dir(root), root} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := sandbox.DefaultConfig()
+	cfg.WorkRoot = root
+	cfg.KeepWorkspace = true
+	r, err := sandbox.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatalf("sandbox.New: %v", err)
+	}
+	return r, root
+}
+
+// findMarker reports whether any file named marker exists under root.
+func findMarker(t *testing.T, root string) bool {
+	t.Helper()
+	found := false
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Name() == marker {
+			found = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walk %s: %v", root, err)
+	}
+	return found
+}
+
+const recipe = `version: 1
+protected: ["tools/**"]
+steps:
+  - name: check
+    run: ["sh", "check.sh"]
+    timeout: 30s
+`
+
+// honestCheck passes; hostileCheck creates the marker, then lies about passing.
+const (
+	honestCheck  = "echo checked\n"
+	hostileCheck = "touch " + marker + "\necho checked\n"
+)
+
+func baseTree() fixtures.Tree {
+	return fixtures.Files(map[string]string{
+		".vouch.yml":    recipe,
+		"check.sh":      honestCheck,
+		"tools/lint.sh": "echo lint\n",
+		"src/main.txt":  "hello\n",
+	})
+}
+
+func TestVerifyRefusedHeadsNeverRun(t *testing.T) {
+	tests := []struct {
+		name   string
+		head   func(base fixtures.Tree) fixtures.Tree
+		reason evidence.Reason
+	}{
+		{"edit argv script", func(b fixtures.Tree) fixtures.Tree {
+			return b.With(fixtures.Files(map[string]string{"check.sh": hostileCheck}))
+		}, evidence.ReasonProtectedPathChanged},
+		{"rename argv script away", func(b fixtures.Tree) fixtures.Tree {
+			return b.Without("check.sh").With(fixtures.Files(map[string]string{"check2.sh": honestCheck, "src/x": hostileCheck}))
+		}, evidence.ReasonProtectedPathChanged},
+		{"delete argv script", func(b fixtures.Tree) fixtures.Tree {
+			return b.Without("check.sh").With(fixtures.Files(map[string]string{"src/x": hostileCheck}))
+		}, evidence.ReasonProtectedPathChanged},
+		{"chmod argv script", func(b fixtures.Tree) fixtures.Tree {
+			return b.With(fixtures.Tree{"check.sh": fixtures.Exec(honestCheck), "src/x": fixtures.File{Content: hostileCheck}})
+		}, evidence.ReasonProtectedPathChanged},
+		{"argv script replaced by symlink", func(b fixtures.Tree) fixtures.Tree {
+			return b.With(fixtures.Tree{"check.sh": fixtures.Symlink("src/evil.sh"), "src/evil.sh": fixtures.File{Content: hostileCheck}})
+		}, evidence.ReasonProtectedPathChanged},
+		{"recipe glob", func(b fixtures.Tree) fixtures.Tree {
+			return b.With(fixtures.Files(map[string]string{"tools/lint.sh": hostileCheck}))
+		}, evidence.ReasonProtectedPathChanged},
+		{"recipe edited to add a hostile step", func(b fixtures.Tree) fixtures.Tree {
+			return b.With(fixtures.Files(map[string]string{
+				".vouch.yml": recipe + "  - name: evil\n    run: [\"touch\", \"" + marker + "\"]\n",
+			}))
+		}, evidence.ReasonProtectedPathChanged},
+		{"symlink escape absolute", func(b fixtures.Tree) fixtures.Tree {
+			return b.With(fixtures.Tree{"src/passwd": fixtures.Symlink("/etc/passwd")})
+		}, evidence.ReasonUnsafeTree},
+		{"symlink escape relative", func(b fixtures.Tree) fixtures.Tree {
+			return b.With(fixtures.Tree{"src/up": fixtures.Symlink("../../outside")})
+		}, evidence.ReasonUnsafeTree},
+		{"gitlink", func(b fixtures.Tree) fixtures.Tree {
+			return b.With(fixtures.Tree{"vendor/sub": fixtures.Gitlink("0123456789abcdef0123456789abcdef01234567")})
+		}, evidence.ReasonUnsafeTree},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			runner, work := testRunner(t)
+			repo := fixtures.NewRepo(t)
+			base := repo.Commit("base", baseTree())
+			head := repo.Commit("head", tt.head(baseTree()), base)
+
+			rc, err := Verify(t.Context(), slog.New(slog.NewTextHandler(io.Discard, nil)), runner,
+				VerifyRequest{RepoDir: repo.Dir, Base: base, Head: head, Policy: gate.DefaultPolicy()})
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			if rc.Outcome != evidence.StopAndAsk || rc.Reason != tt.reason {
+				t.Errorf("Verify = %s %s, want STOP_AND_ASK %s", rc.Outcome, rc.Reason, tt.reason)
+			}
+			if rc.Executed {
+				t.Error("receipt says executed: true")
+			}
+			if len(rc.Gate.Violations) == 0 {
+				t.Error("receipt lists no violation")
+			}
+			if findMarker(t, work) {
+				t.Error("the hostile code ran: marker found in a workspace")
+			}
+			if entries, _ := os.ReadDir(work); len(entries) != 0 {
+				t.Errorf("a workspace was created for a refused head: %v", entries)
+			}
+		})
+	}
+}
+
+// TestVerifyMarkerControl shows the marker check can fail: the same hostile
+// script, trusted at base, does run (in the sandbox) and leaves its marker.
+func TestVerifyMarkerControl(t *testing.T) {
+	runner, work := testRunner(t)
+	repo := fixtures.NewRepo(t)
+	tree := baseTree().With(fixtures.Files(map[string]string{"check.sh": hostileCheck}))
+	base := repo.Commit("base", tree)
+	head := repo.Commit("head", tree.With(fixtures.Files(map[string]string{"src/main.txt": "bye\n"})), base)
+
+	rc, err := Verify(t.Context(), slog.New(slog.NewTextHandler(io.Discard, nil)), runner,
+		VerifyRequest{RepoDir: repo.Dir, Base: base, Head: head, Policy: gate.DefaultPolicy()})
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	if rc.Outcome != evidence.Pass || !rc.Executed || !rc.Sandbox.Isolated {
+		t.Fatalf("Verify = %s %s executed=%v isolated=%v, want an isolated PASS", rc.Outcome, rc.Reason, rc.Executed, rc.Sandbox.Isolated)
+	}
+	if !findMarker(t, work) {
+		t.Error("marker absent although the script ran: the marker check proves nothing")
+	}
+}
+
+func TestVerifyNoTrustedRecipe(t *testing.T) {
+	runner, work := testRunner(t)
+	repo := fixtures.NewRepo(t)
+	noRecipe := baseTree().Without(".vouch.yml")
+	base := repo.Commit("base", noRecipe)
+	head := repo.Commit("head adds a recipe", baseTree().With(fixtures.Files(map[string]string{"check.sh": hostileCheck})), base)
+
+	rc, err := Verify(t.Context(), slog.New(slog.NewTextHandler(io.Discard, nil)), runner,
+		VerifyRequest{RepoDir: repo.Dir, Base: base, Head: head, Policy: gate.DefaultPolicy()})
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	if rc.Outcome != evidence.StopAndAsk || rc.Reason != evidence.ReasonNoTrustedRecipe || rc.Executed {
+		t.Errorf("Verify = %s %s executed=%v, want STOP_AND_ASK NO_TRUSTED_RECIPE unexecuted", rc.Outcome, rc.Reason, rc.Executed)
+	}
+	if findMarker(t, work) {
+		t.Error("marker found")
+	}
+}
+
+func TestVerifyOutcomes(t *testing.T) {
+	tests := []struct {
+		name    string
+		recipe  string
+		files   map[string]string
+		outcome evidence.Outcome
+		reason  evidence.Reason
+	}{
+		{"pass", "steps:\n  - name: ok\n    run: [\"sh\", \"-c\", \"echo '2 passed, 0 failed'\"]\n    tests: plain\n", nil, evidence.Pass, evidence.ReasonAllStepsPassed},
+		{"fail", "steps:\n  - name: no\n    run: [\"sh\", \"-c\", \"exit 3\"]\n", nil, evidence.Fail, evidence.ReasonStepFailed},
+		{"skipped tests", "steps:\n  - name: skip\n    run: [\"sh\", \"-c\", \"echo '67 passed, 0 failed, 2 skipped'\"]\n    tests: plain\n", nil, evidence.Blocked, evidence.ReasonRequiredProofNotPassed},
+		{"skips allowed", "steps:\n  - name: skip\n    run: [\"sh\", \"-c\", \"echo '67 passed, 0 failed, 2 skipped'\"]\n    tests: plain\n    allow_skips: true\n", nil, evidence.Pass, evidence.ReasonAllStepsPassed},
+		{"timeout", "steps:\n  - name: slow\n    run: [\"sleep\", \"60\"]\n    timeout: 1s\n", nil, evidence.Fail, evidence.ReasonTimeout},
+		{"output flood", "steps:\n  - name: flood\n    run: [\"sh\", \"-c\", \"yes vouch\"]\nlimits: {output: 64KiB}\n", nil, evidence.Fail, evidence.ReasonOutputLimit},
+		{"invalid recipe", "steps:\n  - name: x\n    rnu: [\"true\"]\n", nil, evidence.StopAndAsk, evidence.ReasonInvalidRecipe},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			runner, _ := testRunner(t)
+			repo := fixtures.NewRepo(t)
+			files := map[string]string{".vouch.yml": "version: 1\n" + tt.recipe, "a.txt": "a\n"}
+			base := repo.Commit("base", fixtures.Files(files))
+			files["a.txt"] = "b\n"
+			head := repo.Commit("head", fixtures.Files(files), base)
+			rc, err := Verify(t.Context(), slog.New(slog.NewTextHandler(io.Discard, nil)), runner,
+				VerifyRequest{RepoDir: repo.Dir, Base: base, Head: head, Policy: gate.DefaultPolicy()})
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			if rc.Outcome != tt.outcome || rc.Reason != tt.reason {
+				t.Errorf("Verify = %s %s (%s), want %s %s", rc.Outcome, rc.Reason, rc.Detail, tt.outcome, tt.reason)
+			}
+			if rc.Base != base || rc.Head != head || len(rc.MergeBase) != 40 {
+				t.Errorf("receipt SHAs base=%s head=%s merge_base=%s", rc.Base, rc.Head, rc.MergeBase)
+			}
+		})
+	}
+}

@@ -17,8 +17,10 @@ const (
 type Violation struct {
 	// Path is the repository-relative path.
 	Path string `json:"path"`
-	// Rule names what caught it, e.g. "recipe:scripts/**", "always:.vouch.yml",
-	// "step-argv:unit", "operator:Makefile", "symlink-escape", "gitlink".
+	// Rule names what caught it. Protected paths: "always:.vouch.yml",
+	// "recipe:<glob>", "step:<step name>", "operator:<glob>". Unsafe trees:
+	// "symlink-escape", "dotdot", "dotgit", "absolute-path", "bad-name",
+	// "bad-mode", "bad-tree", "gitlink", "max-files", "max-bytes".
 	Rule string `json:"rule"`
 }
 

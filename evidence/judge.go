@@ -151,8 +151,13 @@ func addSandbox(rc *Receipt, r *sandbox.Result, recipe *gate.Recipe) {
 	for k, p := range r.Namespaces {
 		rc.Sandbox.Namespaces[k] = p
 	}
-	if pe := r.Unproven; pe != nil && pe.Namespace != "" {
-		rc.Sandbox.Namespaces[pe.Namespace] = sandbox.NamespacePair{Host: pe.Host, Child: pe.Child}
+	if pe := r.Unproven; pe != nil {
+		for k, p := range pe.Observed {
+			rc.Sandbox.Namespaces[k] = p
+		}
+		if pe.Namespace != "" {
+			rc.Sandbox.Namespaces[pe.Namespace] = sandbox.NamespacePair{Host: pe.Host, Child: pe.Child}
+		}
 	}
 	rc.Sandbox.Limits = append([]sandbox.AppliedLimit(nil), r.Limits...)
 	switch {

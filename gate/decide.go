@@ -109,7 +109,7 @@ func Decide(ctx context.Context, repo *git.Repository, baseRev, headRev string, 
 		d.Violations, d.Detail = capViolations(vs, strings.Join(whys, "; "))
 		return d, nil
 	}
-	d.plan = &Plan{recipe: rc.clone(), head: d.Head, tree: head.TreeHash, store: repo.Storer, files: w.files, bytes: w.bytes}
+	d.plan = &Plan{recipe: withGoJSON(rc.clone()), head: d.Head, tree: head.TreeHash, store: repo.Storer, files: w.files, bytes: w.bytes}
 	return d, nil
 }
 

@@ -11,10 +11,16 @@ type ProofError struct {
 	Host, Child string
 	// Cause describes what went wrong (no child pid reported, bwrap missing, ...).
 	Cause string
+	// Observed holds every namespace pair read before the launch was refused,
+	// when the child's namespaces could be read at all.
+	Observed map[string]NamespacePair
 	// Stderr is what the provider wrote to stderr, bounded.
 	Stderr string
+	// Step names the recipe step whose launch was refused, "" before any.
+	Step string
 }
 
+// Error says which namespace was shared, or why the proof failed otherwise.
 func (e *ProofError) Error() string {
 	if e.Namespace != "" {
 		return fmt.Sprintf("isolation unproven: %s namespace shared with host (%s == %s)", e.Namespace, e.Host, e.Child)

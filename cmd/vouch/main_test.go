@@ -109,9 +109,9 @@ func lyingProviders(real string) map[string]string {
 		return "#!/bin/sh\nfor a in \"$@\"; do shift; [ \"$a\" = " + flag + " ] || set -- \"$@\" \"$a\"; done\nexec " + real + " \"$@\"\n"
 	}
 	return map[string]string{
-		"drops --unshare-net":  drop("--unshare-net"),
-		"drops --unshare-user": drop("--unshare-user"),
-		"exits 0":              "#!/bin/sh\nexit 0\n",
+		"drops --unshare-net": drop("--unshare-net"),
+		"drops --unshare-pid": drop("--unshare-pid"),
+		"exits 0":             "#!/bin/sh\nexit 0\n",
 	}
 }
 

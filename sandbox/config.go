@@ -1,0 +1,110 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"vouch.dev/vouch/gate"
+)
+
+// Config is the operator's sandbox configuration.
+type Config struct {
+	// Bwrap is the bubblewrap binary, a path or a name looked up in PATH;
+	// "" means "bwrap".
+	Bwrap string
+	// UID and GID are the host ids bwrap runs as when vouch runs as root. They
+	// must not be 0: root inside a user namespace still reads root-owned host
+	// files, and RLIMIT_NPROC does not bind root. Ignored when vouch is not
+	// root (bwrap then runs as vouch's own ids).
+	UID, GID int
+	// WorkRoot is the parent directory of the per-run workspaces. The sandbox
+	// uid must be able to traverse it (mode 0711 or wider on it and its parents).
+	WorkRoot string
+	// KeepWorkspace leaves each run's workspace on disk (for tests and debugging).
+	KeepWorkspace bool
+	// Defaults fill the limits a recipe leaves unset.
+	Defaults gate.Limits
+	// Max caps what a recipe may ask for; a zero field means "no cap".
+	Max gate.Limits
+	// NoFile is RLIMIT_NOFILE inside the sandbox.
+	NoFile uint64
+	// ProofTimeout bounds the wait for bwrap to report its child.
+	ProofTimeout time.Duration
+	// Toolchains maps a recipe toolchain name to a host directory that is bound
+	// read-only at the same path; its bin/ subdirectory, when present, is put
+	// first on PATH.
+	Toolchains map[string]string
+}
+
+// The defaults of DefaultConfig.
+const (
+	// DefaultUID and DefaultGID are the dedicated unprivileged host ids the
+	// sandbox runs as when vouch is root.
+	DefaultUID = 61000
+	DefaultGID = 61000
+	// DefaultOutput caps one step's combined output.
+	DefaultOutput = 1 << 20
+	// DefaultPids bounds the processes of one sandbox.
+	DefaultPids = 512
+	// DefaultTmp is the size of /tmp and of HOME, each.
+	DefaultTmp = 256 << 20
+	// DefaultNoFile is RLIMIT_NOFILE inside the sandbox.
+	DefaultNoFile = 1024
+	// DefaultProofTimeout bounds the wait for bwrap's child pid.
+	DefaultProofTimeout = 10 * time.Second
+)
+
+// DefaultConfig returns the configuration used when the operator sets nothing.
+func DefaultConfig() Config {
+	return Config{
+		Bwrap:        "bwrap",
+		UID:          DefaultUID,
+		GID:          DefaultGID,
+		WorkRoot:     filepath.Join(os.TempDir(), "vouch-work"),
+		Defaults:     gate.Limits{Output: DefaultOutput, Pids: DefaultPids, Tmp: DefaultTmp},
+		NoFile:       DefaultNoFile,
+		ProofTimeout: DefaultProofTimeout,
+	}
+}
+
+// Validate reports the first field that cannot work, by name.
+func (c Config) Validate() error {
+	var errs []error
+	if c.UID <= 0 {
+		errs = append(errs, fmt.Errorf("UID: %d: must be a positive, non-root id", c.UID))
+	}
+	if c.GID <= 0 {
+		errs = append(errs, fmt.Errorf("GID: %d: must be a positive, non-root id", c.GID))
+	}
+	if c.WorkRoot == "" || !filepath.IsAbs(c.WorkRoot) {
+		errs = append(errs, fmt.Errorf("WorkRoot: %q: must be an absolute path", c.WorkRoot))
+	}
+	if c.Defaults.Output <= 0 {
+		errs = append(errs, fmt.Errorf("Defaults.Output: %d: must be positive", c.Defaults.Output))
+	}
+	if c.Defaults.Pids <= 0 {
+		errs = append(errs, fmt.Errorf("Defaults.Pids: %d: must be positive", c.Defaults.Pids))
+	}
+	if c.Defaults.Tmp <= 0 {
+		errs = append(errs, fmt.Errorf("Defaults.Tmp: %d: must be positive", c.Defaults.Tmp))
+	}
+	if c.Defaults.Memory < 0 {
+		errs = append(errs, fmt.Errorf("Defaults.Memory: %d: must not be negative", c.Defaults.Memory))
+	}
+	if c.NoFile < 16 {
+		errs = append(errs, fmt.Errorf("NoFile: %d: must be at least 16", c.NoFile))
+	}
+	if c.ProofTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("ProofTimeout: %v: must be positive", c.ProofTimeout))
+	}
+	for name, dir := range c.Toolchains {
+		if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || strings.ContainsAny(dir, "\x00") {
+			errs = append(errs, fmt.Errorf("Toolchains[%q]: %q: must be a clean absolute path", name, dir))
+		}
+	}
+	return errors.Join(errs...)
+}

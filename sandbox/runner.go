@@ -1,0 +1,212 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"vouch.dev/vouch/gate"
+)
+
+// ErrInvalidPlan is returned by Run for a plan the gate did not admit.
+var ErrInvalidPlan = errors.New("sandbox: plan not admitted by the gate")
+
+// ErrInvalidStep is returned by Run for a step that cannot be launched as
+// written (empty argv, NUL bytes, unknown toolchain).
+var ErrInvalidStep = errors.New("sandbox: invalid step")
+
+// Runner runs admitted plans in bubblewrap, one proven sandbox per step.
+type Runner struct {
+	cfg    Config
+	logger *slog.Logger
+	links  []rootLink
+}
+
+// New returns a Runner for cfg. A missing bwrap is not an error here: Run
+// reports it as unproven isolation.
+func New(cfg Config, logger *slog.Logger) (*Runner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("sandbox config: %w", err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Runner{cfg: cfg, logger: logger, links: hostRootLinks()}, nil
+}
+
+// Run materializes plan's head tree into a fresh workspace and runs the
+// recipe's steps in order, each in its own bwrap whose isolation is proven
+// before the step is released. A failing step (exit ≠ 0, timeout, output
+// limit) ends the run; so does unproven isolation, reported in
+// Result.Unproven and never as a Go error. A Go error means vouch itself
+// failed (workspace, materialization, cancellation) or the plan is invalid.
+func (r *Runner) Run(ctx context.Context, plan *gate.Plan) (*Result, error) {
+	if !plan.Valid() {
+		return nil, ErrInvalidPlan
+	}
+	log := r.logger.With("head", plan.Head())
+	return r.run(ctx, log, plan.Recipe(), func(root *os.Root) error {
+		return plan.Materialize(ctx, root)
+	})
+}
+
+// Probe proves the sandbox on this host by running `true` in an empty
+// workspace, as `vouch doctor` does.
+func (r *Runner) Probe(ctx context.Context) (*Result, error) {
+	recipe := gate.Recipe{Version: 1, Steps: []gate.Step{{Name: "probe", Run: []string{"true"}, Timeout: 30 * time.Second}}}
+	return r.run(ctx, r.logger, recipe, func(*os.Root) error { return nil })
+}
+
+// run is Run after the plan check: fill is what writes the workspace.
+func (r *Runner) run(ctx context.Context, log *slog.Logger, recipe gate.Recipe, fill func(*os.Root) error) (*Result, error) {
+	res := &Result{Provider: "bubblewrap"}
+	binds, err := r.toolchainBinds(recipe.Toolchains)
+	if err != nil {
+		return nil, err
+	}
+	env, err := stepEnv(recipe.Env, binds)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidStep, err)
+	}
+	for _, st := range recipe.Steps {
+		if len(st.Run) == 0 || slices.ContainsFunc(st.Run, func(a string) bool { return strings.ContainsRune(a, 0) }) {
+			return nil, fmt.Errorf("%w: step %q: empty argv or NUL byte", ErrInvalidStep, st.Name)
+		}
+	}
+	path, version, perr := r.provider(ctx)
+	res.Path, res.Version = path, version
+	if perr != nil {
+		log.Warn("sandbox unavailable", "cause", perr.Cause)
+		res.Unproven = perr
+		return res, nil
+	}
+
+	ws, err := newWorkspace(r.cfg.WorkRoot)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if r.cfg.KeepWorkspace {
+			ws.root.Close()
+			return
+		}
+		if err := ws.remove(); err != nil {
+			log.Error("remove workspace", "err", err)
+		}
+	}()
+	if err := fill(ws.root); err != nil {
+		return nil, fmt.Errorf("materialize into %s: %w", ws.dir, err)
+	}
+	if os.Geteuid() == 0 {
+		if err := ws.chown(r.cfg.UID, r.cfg.GID); err != nil {
+			return nil, err
+		}
+	}
+
+	limits := effectiveLimits(recipe.Limits, r.cfg.Defaults, r.cfg.Max)
+	for _, st := range recipe.Steps {
+		timeout := st.Timeout
+		if timeout <= 0 {
+			timeout = gate.DefaultStepTimeout
+		}
+		spec := launchSpec{
+			name: st.Name, argv: st.Run, env: env, workspace: ws.dir,
+			limits: limits, timeout: timeout, binds: binds, noFile: r.cfg.NoFile,
+		}
+		out, err := r.launch(ctx, path, spec)
+		if out.proof != nil {
+			if ctx.Err() != nil { // cancelled while proving: no verdict, not unproven
+				return res, fmt.Errorf("step %q: %w", st.Name, ctx.Err())
+			}
+			out.proof.Step = st.Name
+			res.Unproven = out.proof
+			break
+		}
+		if out.step.Name != "" {
+			res.Steps = append(res.Steps, out.step)
+			if res.Namespaces == nil {
+				res.Namespaces = out.step.Namespaces
+			}
+			for _, al := range out.limits {
+				if !slices.Contains(res.Limits, al) {
+					res.Limits = append(res.Limits, al)
+				}
+			}
+		}
+		if err != nil {
+			return res, err
+		}
+		if s := out.step; s.ExitCode != 0 || s.TimedOut || s.OutputLimited {
+			break
+		}
+	}
+	res.Isolated = res.Unproven == nil && len(res.Steps) > 0
+	return res, nil
+}
+
+// provider resolves the bwrap binary and asks its version, as the sandbox
+// uid would run it. Any failure is unproven isolation, not a Go error.
+func (r *Runner) provider(ctx context.Context) (path, version string, perr *ProofError) {
+	name := r.cfg.Bwrap
+	if name == "" {
+		name = "bwrap"
+	}
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return "", "", &ProofError{Cause: fmt.Sprintf("bubblewrap not found: %v", err)}
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, "--version")
+	cmd.Env = []string{}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &limitedBuffer{buf: &stdout, n: 512}
+	cmd.Stderr = &limitedBuffer{buf: &stderr, n: maxStderr}
+	cmd.SysProcAttr = r.sysProcAttr()
+	cmd.WaitDelay = time.Second // a provider's leftover child must not hold us on its pipes
+	if err := cmd.Run(); err != nil {
+		return path, "", &ProofError{Cause: fmt.Sprintf("%s --version: %v", path, err), Stderr: stderr.String()}
+	}
+	return path, strings.TrimSpace(stdout.String()), nil
+}
+
+// toolchainBinds maps the recipe's toolchain names to the operator's host
+// directories.
+func (r *Runner) toolchainBinds(names []string) ([]roBind, error) {
+	var binds []roBind
+	for _, n := range names {
+		dir, ok := r.cfg.Toolchains[n]
+		if !ok {
+			return nil, fmt.Errorf("%w: toolchain %q is not configured by the operator", ErrInvalidStep, n)
+		}
+		binds = append(binds, roBind{path: dir})
+	}
+	return binds, nil
+}
+
+// limitedBuffer keeps at most n bytes and discards the rest.
+type limitedBuffer struct {
+	buf *bytes.Buffer
+	n   int
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if room := b.n - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+var _ io.Writer = (*limitedBuffer)(nil)

@@ -1,0 +1,157 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"vouch.dev/vouch/gate"
+)
+
+// writeFile is a fill function that writes one file through the root.
+func writeFile(name, data string) func(*os.Root) error {
+	return func(root *os.Root) error { return root.WriteFile(name, []byte(data), 0o644) }
+}
+
+func TestRunRefusesInvalidPlan(t *testing.T) {
+	r := testRunner(t, nil)
+	for _, p := range []*gate.Plan{nil, {}} {
+		if res, err := r.Run(t.Context(), p); !errors.Is(err, ErrInvalidPlan) || res != nil {
+			t.Errorf("Run(%v) = %v, %v; want nil, ErrInvalidPlan", p, res, err)
+		}
+	}
+}
+
+// TestRunMissingBwrap: no bwrap is a result with Unproven set, not a Go error.
+func TestRunMissingBwrap(t *testing.T) {
+	r := testRunner(t, func(c *Config) { c.Bwrap = filepath.Join(t.TempDir(), "no-bwrap") })
+	recipe := gate.Recipe{Version: 1, Steps: []gate.Step{{Name: "x", Run: []string{"true"}}}}
+	res, err := r.run(t.Context(), r.logger, recipe, writeFile("f", "x"))
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if res.Unproven == nil || !strings.Contains(res.Unproven.Cause, "not found") || res.Isolated || len(res.Steps) != 0 {
+		t.Fatalf("result = %+v; want Unproven naming the missing bwrap", res)
+	}
+	if res.Provider != "bubblewrap" {
+		t.Errorf("Provider = %q", res.Provider)
+	}
+}
+
+// TestRunStepsInOrderStopOnFailure: steps share the workspace, run in order,
+// a failing step ends the run, the result is proven and the workspace is
+// removed afterwards.
+func TestRunStepsInOrderStopOnFailure(t *testing.T) {
+	r := testRunner(t, nil)
+	recipe := gate.Recipe{Version: 1, Env: map[string]string{"GREETING": "hi"}, Steps: []gate.Step{
+		{Name: "read", Run: []string{"sh", "-c", `test "$(cat input)" = tree && echo "$GREETING" > out`}},
+		{Name: "check", Run: []string{"sh", "-c", `test "$(cat out)" = hi && exit 3`}},
+		{Name: "never", Run: []string{"touch", "never"}},
+	}}
+	res, err := r.run(t.Context(), r.logger, recipe, writeFile("input", "tree"))
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if res.Unproven != nil {
+		t.Fatalf("unproven: %v (%s)", res.Unproven, res.Unproven.Stderr)
+	}
+	if len(res.Steps) != 2 || res.Steps[0].ExitCode != 0 || res.Steps[1].ExitCode != 3 {
+		t.Fatalf("steps = %+v; want read exit 0, check exit 3, nothing else", res.Steps)
+	}
+	if !res.Isolated || len(res.Namespaces) != len(Namespaces) {
+		t.Errorf("Isolated = %v, %d namespaces; want true, %d", res.Isolated, len(res.Namespaces), len(Namespaces))
+	}
+	if !strings.HasPrefix(res.Version, "bubblewrap ") || !filepath.IsAbs(res.Path) {
+		t.Errorf("Version %q, Path %q", res.Version, res.Path)
+	}
+	for _, mech := range []string{"rlimit:NPROC", "tmpfs-size", "vouch:timeout-kill", "vouch:output-kill"} {
+		found := false
+		for _, l := range res.Limits {
+			found = found || l.Mechanism == mech
+		}
+		if !found {
+			t.Errorf("limit %s not recorded in %+v", mech, res.Limits)
+		}
+	}
+	entries, err := os.ReadDir(r.cfg.WorkRoot)
+	if err != nil || len(entries) != 0 {
+		t.Errorf("work root after the run: %v, %v; want empty", entries, err)
+	}
+}
+
+// TestRunTimeoutFromRecipe: the recipe's timeout ends the run.
+func TestRunTimeoutFromRecipe(t *testing.T) {
+	r := testRunner(t, nil)
+	recipe := gate.Recipe{Version: 1, Steps: []gate.Step{
+		{Name: "slow", Run: []string{"sleep", "300"}, Timeout: 200 * time.Millisecond},
+		{Name: "never", Run: []string{"true"}},
+	}}
+	res, err := r.run(t.Context(), r.logger, recipe, writeFile("f", "x"))
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if len(res.Steps) != 1 || !res.Steps[0].TimedOut {
+		t.Fatalf("steps = %+v; want one timed-out step", res.Steps)
+	}
+}
+
+// TestRunUnknownToolchain: a toolchain the operator did not configure is an
+// invalid step, and nothing starts.
+func TestRunUnknownToolchain(t *testing.T) {
+	r := testRunner(t, nil)
+	recipe := gate.Recipe{Version: 1, Toolchains: []string{"go"}, Steps: []gate.Step{{Name: "x", Run: []string{"true"}}}}
+	if _, err := r.run(t.Context(), r.logger, recipe, writeFile("f", "x")); !errors.Is(err, ErrInvalidStep) {
+		t.Fatalf("run = %v, want ErrInvalidStep", err)
+	}
+}
+
+// TestRunToolchainBound: a configured toolchain is visible read-only and its
+// bin directory is on PATH.
+func TestRunToolchainBound(t *testing.T) {
+	tc := traversableDir(t)
+	if err := os.Mkdir(filepath.Join(tc, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tc, "bin", "hello-tool"), []byte("#!/bin/sh\necho tool-ok\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := testRunner(t, func(c *Config) { c.Toolchains = map[string]string{"demo": tc} })
+	recipe := gate.Recipe{Version: 1, Toolchains: []string{"demo"}, Steps: []gate.Step{
+		{Name: "x", Run: []string{"sh", "-c", "hello-tool && ! touch " + tc + "/bin/w 2>/dev/null"}},
+	}}
+	res, err := r.run(t.Context(), r.logger, recipe, writeFile("f", "x"))
+	if err != nil || res.Unproven != nil {
+		t.Fatalf("run: %v %v", err, res.Unproven)
+	}
+	if s := res.Steps[0]; s.ExitCode != 0 || !strings.Contains(string(s.Output), "tool-ok") {
+		t.Fatalf("step = %d %q", s.ExitCode, s.Output)
+	}
+}
+
+// TestProbe: the doctor's probe proves the sandbox on this host.
+func TestProbe(t *testing.T) {
+	r := testRunner(t, nil)
+	res, err := r.Probe(t.Context())
+	if err != nil || !res.Isolated {
+		t.Fatalf("Probe = %+v, %v; want isolated", res, err)
+	}
+}
+
+// TestCancelKillsStep: cancelling the context kills the running step and
+// is reported as an error.
+func TestCancelKillsStep(t *testing.T) {
+	r := testRunner(t, nil)
+	ws := testWorkspace(t, r)
+	s := testSpec(r, ws, "sleep", "300")
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	out, err := r.launch(ctx, requireBwrap(t), s)
+	if err == nil || out.step.ExitCode != -1 {
+		t.Fatalf("launch = %+v, %v; want killed with a cancellation error", out.step, err)
+	}
+	requireNamespaceEmpty(t, out.step)
+}

@@ -164,6 +164,8 @@ func TestLyingProviders(t *testing.T) {
 			"--unshare-ipc", "--unshare-uts", "--unshare-cgroup", "--hostname"), "net"},
 		{"exits 0", "#!/bin/sh\nexit 0\n", ""},
 		{"reports a decoy child", "#!/bin/sh\nif [ \"$1\" != --version ]; then sleep 300 & printf '{\"child-pid\": %d}\\n' $! >&3; fi\nexec " + real + " \"$@\"\n", "user"},
+		// A regression here kills the test binary itself, loudly.
+		{"reports vouch's pid", "#!/bin/sh\nprintf '{\"child-pid\": %d}\\n' $PPID >&3\nexec " + real + " \"$@\"\n", ""},
 		{"reports its own pid", "#!/bin/sh\nprintf '{\"child-pid\": %d}\\n' $$ >&3\nexec " + real + " \"$@\"\n", ""},
 		{"dies after reporting", "#!/bin/sh\nprintf '{\"child-pid\": %d}\\n' $$ >&3\nexit 0\n", ""},
 	} {

@@ -261,15 +261,18 @@ func (l *launcher) prove(ctx context.Context, hostNS map[string]string, s launch
 	if got.err != nil {
 		return nil, nil, &ProofError{Cause: got.err.Error()}
 	}
-	l.childPid = got.pid
 	fd, err := unix.PidfdOpen(got.pid, 0)
 	if err != nil {
 		return nil, nil, &ProofError{Cause: fmt.Sprintf("pidfd_open child %d: %v", got.pid, err)}
 	}
-	l.pidfd = fd
+	// Only a process bwrap started is ever signalled through the pidfd: a
+	// provider that reports pid 1, vouch's own pid or its own must not make
+	// vouch kill it.
 	if err := checkDescendant(got.pid, l.cmd.Process.Pid); err != nil {
+		unix.Close(fd)
 		return nil, nil, &ProofError{Cause: err.Error()}
 	}
+	l.childPid, l.pidfd = got.pid, fd
 	childNS, err := namespaceLinks(strconv.Itoa(got.pid))
 	if err != nil {
 		return nil, nil, &ProofError{Cause: err.Error()}
@@ -290,25 +293,24 @@ func (l *launcher) prove(ctx context.Context, hostNS map[string]string, s launch
 	return pairs, rs, nil
 }
 
-// kill stops the sandbox without ever releasing it: the child (bwrap's
-// sandbox pid 1, whose death empties the pid namespace) by pidfd first, then
-// every other descendant of bwrap, and only then bwrap.
+// kill stops the sandbox without ever releasing it. bwrap is frozen first
+// (SIGSTOP, and seen stopped: a clone in flight completes before the stop
+// lands), so it can start nothing new and no child it started can be
+// orphaned; then the reported child dies by pidfd, then every other
+// descendant of bwrap, and only then bwrap itself. The block pipe is closed
+// later, by finish, when nothing that could read it is alive.
 func (l *launcher) kill() {
+	bwrap := l.cmd.Process.Pid
+	l.cmd.Process.Signal(syscall.SIGSTOP) //nolint:errcheck // it may be gone
+	if !waitStopped(bwrap, time.Now().Add(time.Second)) {
+		l.logger.Warn("bwrap not seen stopped before kill", "pid", bwrap)
+	}
 	if l.pidfd >= 0 {
 		if err := unix.PidfdSendSignal(l.pidfd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
 			l.logger.Warn("kill sandbox child", "pid", l.childPid, "err", err)
 		}
 	}
-	// Freeze bwrap so it clones nothing new, then kill whatever it started:
-	// a child it cloned but had not yet set up would otherwise outlive it,
-	// and a lying provider may have started others.
-	// The stop is asynchronous: a clone in flight completes first, so wait
-	// until bwrap is seen stopped before listing what it started.
-	l.cmd.Process.Signal(syscall.SIGSTOP) //nolint:errcheck // it may be gone
-	if !waitStopped(l.cmd.Process.Pid, time.Now().Add(time.Second)) {
-		l.logger.Warn("bwrap not seen stopped before kill", "pid", l.cmd.Process.Pid)
-	}
-	killDescendants(l.logger, l.cmd.Process.Pid)
+	killDescendants(l.logger, bwrap)
 	if err := l.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		l.logger.Warn("kill bwrap", "err", err)
 	}

@@ -116,6 +116,19 @@ func BenchmarkDecide100k(b *testing.B) {
 		}
 		gitNsPerOp = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 	})
+	// The gate also walks head's whole tree with blob sizes (tree safety,
+	// max-files, max-bytes); `git ls-tree -r -l` is git doing that walk.
+	b.Run("GitLsTreeLong", func(b *testing.B) {
+		for b.Loop() {
+			out, err := exec.Command("git", "-C", dir, "ls-tree", "-r", "-l", head).Output()
+			if err != nil {
+				b.Fatalf("git ls-tree: %v", err)
+			}
+			if n := bytes.Count(out, []byte{'\n'}); n < benchTop*benchSub*benchFiles {
+				b.Fatalf("git ls-tree listed %d entries", n)
+			}
+		}
+	})
 	policy := gate.DefaultPolicy()
 	policy.MaxFiles = 2 * benchTop * benchSub * benchFiles
 	decide := func(b *testing.B, repo *git.Repository) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"vouch.dev/vouch/evidence"
@@ -241,5 +242,37 @@ func TestVerifyOutcomes(t *testing.T) {
 				t.Errorf("receipt SHAs base=%s head=%s merge_base=%s", rc.Base, rc.Head, rc.MergeBase)
 			}
 		})
+	}
+}
+
+// TestVerifySeccompInEffect: a step that tries to create a nested user
+// namespace (and write the marker from inside it) is refused by the seccomp
+// filter; the receipt names the filter's digest.
+func TestVerifySeccompInEffect(t *testing.T) {
+	runner, work := testRunner(t)
+	repo := fixtures.NewRepo(t)
+	files := map[string]string{
+		".vouch.yml": "version: 1\nsteps:\n  - name: nest\n    run: [\"sh\", \"-c\", \"unshare -Ur touch " + marker + "; echo unshare exit $?\"]\n",
+		"a.txt":      "a\n",
+	}
+	base := repo.Commit("base", fixtures.Files(files))
+	files["a.txt"] = "b\n"
+	head := repo.Commit("head", fixtures.Files(files), base)
+	rc, err := Verify(t.Context(), slog.New(slog.NewTextHandler(io.Discard, nil)), runner,
+		VerifyRequest{RepoDir: repo.Dir, Base: base, Head: head, Policy: gate.DefaultPolicy()})
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	if rc.Outcome != evidence.Pass || len(rc.Steps) != 1 {
+		t.Fatalf("Verify = %s %s, want PASS with one step", rc.Outcome, rc.Reason)
+	}
+	if findMarker(t, work) {
+		t.Error("a nested user namespace was created: marker found")
+	}
+	if !strings.Contains(rc.Steps[0].OutputTail, "Operation not permitted") {
+		t.Errorf("unshare output %q does not show EPERM", rc.Steps[0].OutputTail)
+	}
+	if rc.Sandbox.Seccomp == nil || len(rc.Sandbox.Seccomp.SHA256) != 64 {
+		t.Errorf("receipt seccomp = %+v, want the filter's sha256", rc.Sandbox.Seccomp)
 	}
 }

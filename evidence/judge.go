@@ -160,6 +160,10 @@ func addSandbox(rc *Receipt, r *sandbox.Result, recipe *gate.Recipe) {
 		}
 	}
 	rc.Sandbox.Limits = append([]sandbox.AppliedLimit(nil), r.Limits...)
+	if rc.Executed && r.Seccomp.SHA256 != "" {
+		sc := r.Seccomp
+		rc.Sandbox.Seccomp = &sc
+	}
 	switch {
 	case r.Unproven != nil:
 		rc.Sandbox.Error = r.Unproven.Error()

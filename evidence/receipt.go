@@ -43,7 +43,9 @@ type SandboxFacts struct {
 	Isolated   bool                             `json:"isolated"`
 	Namespaces map[string]sandbox.NamespacePair `json:"namespaces"`
 	Limits     []sandbox.AppliedLimit           `json:"limits,omitempty"`
-	Error      string                           `json:"error,omitempty"`
+	// Seccomp identifies the syscall filter the launched steps ran under.
+	Seccomp *sandbox.SeccompFacts `json:"seccomp,omitempty"`
+	Error   string                `json:"error,omitempty"`
 }
 
 // StepRecord is one launched step.

@@ -29,6 +29,9 @@ const (
 	fdEtcFirst
 )
 
+// fdSeccomp carries the seccomp program; it follows the /etc files.
+var fdSeccomp = fdEtcFirst + len(etcFiles)
+
 // etcFiles is the synthesized /etc, in the order their fds follow fdEtcFirst.
 var etcFiles = []struct{ path, data string }{
 	{"/etc/passwd", "root:x:0:0:root:/root:/usr/sbin/nologin\n" +
@@ -113,6 +116,7 @@ func bwrapArgs(s launchSpec, links []rootLink) []string {
 	a = append(a,
 		"--info-fd", strconv.Itoa(fdInfo),
 		"--block-fd", strconv.Itoa(fdBlock),
+		"--seccomp", strconv.Itoa(fdSeccomp),
 		"--")
 	return append(a, s.argv...)
 }

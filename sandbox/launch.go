@@ -166,18 +166,24 @@ func (r *Runner) start(bwrap string, s launchSpec) (*launcher, *ProofError, erro
 		return nil, nil, fmt.Errorf("launch step %q: %w", s.name, err)
 	}
 	opened = append(opened, etc...)
+	filterR, err := dataPipe(r.filter.Bytes)
+	if err != nil {
+		closeAll()
+		return nil, nil, fmt.Errorf("launch step %q: seccomp: %w", s.name, err)
+	}
+	opened = append(opened, filterR)
 
 	cmd := exec.Command(bwrap, bwrapArgs(s, r.links)...)
 	cmd.Env = []string{} // empty, not inherited: /proc/1/environ inside is bwrap's
 	cmd.Stdout, cmd.Stderr = outW, outW
-	cmd.ExtraFiles = append([]*os.File{infoW, blockR}, etc...)
+	cmd.ExtraFiles = append(append([]*os.File{infoW, blockR}, etc...), filterR)
 	cmd.SysProcAttr = r.sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		closeAll()
 		return nil, &ProofError{Cause: fmt.Sprintf("start %s: %v", bwrap, err)}, nil
 	}
 	// Keep only our ends: the info reader, the block writer, the output reader.
-	for _, f := range append([]*os.File{infoW, blockR, outW}, etc...) {
+	for _, f := range append([]*os.File{infoW, blockR, outW, filterR}, etc...) {
 		f.Close()
 	}
 	l := &launcher{
@@ -210,21 +216,30 @@ func (r *Runner) sysProcAttr() *syscall.SysProcAttr {
 func etcPipes() ([]*os.File, error) {
 	var rs []*os.File
 	for _, f := range etcFiles {
-		pr, pw, err := os.Pipe()
+		pr, err := dataPipe([]byte(f.data))
 		if err != nil {
 			closeFiles(rs)
-			return nil, fmt.Errorf("pipe for %s: %w", f.path, err)
-		}
-		_, err = pw.WriteString(f.data)
-		pw.Close()
-		if err != nil {
-			pr.Close()
-			closeFiles(rs)
-			return nil, fmt.Errorf("write %s: %w", f.path, err)
+			return nil, fmt.Errorf("%s: %w", f.path, err)
 		}
 		rs = append(rs, pr)
 	}
 	return rs, nil
+}
+
+// dataPipe returns the read end of a pipe holding data, its write end
+// closed so the reader sees EOF. data must fit the pipe buffer (64 KiB).
+func dataPipe(data []byte) (*os.File, error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("pipe: %w", err)
+	}
+	_, err = pw.Write(data)
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		return nil, fmt.Errorf("write pipe: %w", err)
+	}
+	return pr, nil
 }
 
 func closeFiles(fs []*os.File) {

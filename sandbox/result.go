@@ -28,6 +28,8 @@ type Result struct {
 	Limits []AppliedLimit
 	// Steps are the steps that were launched, in order; a failing step ends the run.
 	Steps []StepResult
+	// Seccomp describes the syscall filter every step ran under.
+	Seccomp SeccompFacts
 	// Unproven is set when isolation could not be proven; nothing of that
 	// step ran and no later step was launched.
 	Unproven *ProofError
@@ -61,4 +63,12 @@ type StepResult struct {
 	OutputBytes int64
 	// Namespaces is this step's isolation proof.
 	Namespaces map[string]NamespacePair
+}
+
+// SeccompFacts identify the seccomp program passed to bwrap.
+type SeccompFacts struct {
+	// SHA256 is the hex digest of the raw BPF program.
+	SHA256 string `json:"sha256"`
+	// Denied names the syscalls it refuses (some only for certain arguments).
+	Denied []string `json:"denied,omitempty"`
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"vouch.dev/vouch/gate"
+	"vouch.dev/vouch/sandbox/seccomp"
 )
 
 // ErrInvalidPlan is returned by Run for a plan the gate did not admit.
@@ -29,6 +30,8 @@ type Runner struct {
 	cfg    Config
 	logger *slog.Logger
 	links  []rootLink
+	// filter is the seccomp program every step runs under.
+	filter seccomp.Filter
 }
 
 // New returns a Runner for cfg. A missing bwrap is not an error here: Run
@@ -40,7 +43,11 @@ func New(cfg Config, logger *slog.Logger) (*Runner, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Runner{cfg: cfg, logger: logger, links: hostRootLinks()}, nil
+	filter, err := seccomp.Program()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox seccomp filter: %w", err)
+	}
+	return &Runner{cfg: cfg, logger: logger, links: hostRootLinks(), filter: filter}, nil
 }
 
 // Run materializes plan's head tree into a fresh workspace and runs the
@@ -68,7 +75,7 @@ func (r *Runner) Probe(ctx context.Context) (*Result, error) {
 
 // run is Run after the plan check: fill is what writes the workspace.
 func (r *Runner) run(ctx context.Context, log *slog.Logger, recipe gate.Recipe, fill func(*os.Root) error) (*Result, error) {
-	res := &Result{Provider: "bubblewrap"}
+	res := &Result{Provider: "bubblewrap", Seccomp: SeccompFacts{SHA256: r.filter.SHA256, Denied: slices.Clone(r.filter.Denied)}}
 	binds, err := r.toolchainBinds(recipe.Toolchains)
 	if err != nil {
 		return nil, err

@@ -66,10 +66,11 @@ func (r *Runner) Run(ctx context.Context, plan *gate.Plan) (*Result, error) {
 	})
 }
 
-// Probe proves the sandbox on this host by running `true` in an empty
-// workspace, as `vouch doctor` does.
+// Probe proves the sandbox on this host, as `vouch doctor` does: it runs
+// `cat /proc/self/status` in an empty workspace, so the step's output shows
+// the child's own view of its ids, capabilities, NoNewPrivs and seccomp mode.
 func (r *Runner) Probe(ctx context.Context) (*Result, error) {
-	recipe := gate.Recipe{Version: 1, Steps: []gate.Step{{Name: "probe", Run: []string{"true"}, Timeout: 30 * time.Second}}}
+	recipe := gate.Recipe{Version: 1, Steps: []gate.Step{{Name: "probe", Run: []string{"cat", "/proc/self/status"}, Timeout: 30 * time.Second}}}
 	return r.run(ctx, r.logger, recipe, func(*os.Root) error { return nil })
 }
 

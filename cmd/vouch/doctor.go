@@ -72,11 +72,31 @@ func runDoctor(ctx context.Context, logger *slog.Logger, args []string, stdout, 
 		}
 		fmt.Fprintf(stdout, "  %-7s %-22s %-22s %s\n", kind, orNone(p.Host), orNone(p.Child), state)
 	}
+	weak := ""
+	if len(res.Steps) == 1 {
+		status := statusFields(res.Steps[0].Output)
+		switch {
+		case status["Seccomp"] != "2":
+			weak = "the step did not run under a seccomp filter"
+		case strings.Trim(status["CapEff"], "0") != "":
+			weak = "the step kept capabilities " + status["CapEff"]
+		case status["NoNewPrivs"] != "1":
+			weak = "the step can gain privileges (NoNewPrivs is not set)"
+		}
+		fmt.Fprintf(stdout, "inside:    Uid %s, Gid %s\n", status["Uid"], status["Gid"])
+		fmt.Fprintf(stdout, "caps:      effective %s, bounding %s\n", status["CapEff"], status["CapBnd"])
+		fmt.Fprintf(stdout, "nnp:       NoNewPrivs %s\n", status["NoNewPrivs"])
+		fmt.Fprintf(stdout, "seccomp:   mode %s (2 = filter), %d filter(s), sha256 %s\n", status["Seccomp"], len(strings.Fields(status["Seccomp_filters"])), res.Seccomp.SHA256)
+	}
+	fmt.Fprintf(stdout, "cgroup:    %s\n", cgroupVersion())
 	for _, l := range res.Limits {
 		fmt.Fprintf(stdout, "limit:     %s=%d via %s\n", l.Name, l.Value, l.Mechanism)
 	}
-	if res.Unproven != nil || !res.Isolated {
+	if res.Unproven != nil || !res.Isolated || weak != "" {
 		cause := "isolation not observed"
+		if weak != "" {
+			cause = weak
+		}
 		if res.Unproven != nil {
 			cause = res.Unproven.Error()
 			if s := strings.TrimSpace(res.Unproven.Stderr); s != "" {
@@ -98,4 +118,28 @@ func orNone(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// statusFields parses /proc/<pid>/status output into name → value.
+func statusFields(out []byte) map[string]string {
+	m := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if ok {
+			m[k] = strings.Join(strings.Fields(v), " ")
+		}
+	}
+	return m
+}
+
+// cgroupVersion says which cgroup hierarchy the host mounts.
+func cgroupVersion() string {
+	var st unix.Statfs_t
+	if err := unix.Statfs("/sys/fs/cgroup", &st); err != nil {
+		return "none mounted"
+	}
+	if st.Type == unix.CGROUP2_SUPER_MAGIC {
+		return "v2 (unified)"
+	}
+	return "v1 (limits enforced by rlimits, not cgroups)"
 }

@@ -15,7 +15,7 @@ func TestDoctor(t *testing.T) {
 		code   int
 		want   []string
 	}{
-		{"real bwrap", "", 0, []string{"isolation proven", "net:[", "differs"}},
+		{"real bwrap", "", 0, []string{"isolation proven", "net:[", "differs", "seccomp:   mode 2", "effective 0000000000000000", "NoNewPrivs 1", "Uid 1000"}},
 		{"missing bwrap", "-", 1, []string{"NOT ISOLATED", "apt-get install -y bubblewrap"}},
 		{"shares the network", lyingProviders(real)["drops --unshare-net"], 1, []string{"NOT ISOLATED", "SHARED", "shares the host's net namespace"}},
 		{"exits 0", lyingProviders(real)["exits 0"], 1, []string{"NOT ISOLATED", "never reported a sandboxed child"}},

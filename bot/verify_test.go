@@ -276,3 +276,37 @@ func TestVerifySeccompInEffect(t *testing.T) {
 		t.Errorf("receipt seccomp = %+v, want the filter's sha256", rc.Sandbox.Seccomp)
 	}
 }
+
+// TestVerifyStepCannotTamperWithLaterStep: head code run by an earlier step
+// (a hook the base recipe runs) rewrites the protected lint script a later
+// step runs; the later step still runs base's lint, because each step gets a
+// fresh head tree, and it fails on the head's code.
+func TestVerifyStepCannotTamperWithLaterStep(t *testing.T) {
+	runner, _ := testRunner(t)
+	repo := fixtures.NewRepo(t)
+	tree := fixtures.Files(map[string]string{
+		".vouch.yml": "version: 1\nprotected: [\"ci/**\"]\nsteps:\n" +
+			"  - name: hooks\n    run: [\"sh\", \"-c\", \"for f in hooks/*.sh; do sh $f; done\"]\n" +
+			"  - name: lint\n    run: [\"sh\", \"ci/lint.sh\"]\n",
+		"hooks/00-noop.sh": "true\n",
+		"ci/lint.sh":       "if grep -q EVIL src/*.c; then echo 'lint: EVIL found'; exit 1; fi\necho lint ok\n",
+		"src/a.c":          "int a;\n",
+	})
+	base := repo.Commit("base", tree)
+	head := repo.Commit("head", tree.With(fixtures.Files(map[string]string{
+		"hooks/10-evil.sh": "printf 'echo lint ok TAMPERED\\n' > ci/lint.sh\n",
+		"src/a.c":          "int a; /* EVIL */\n",
+	})), base)
+
+	rc, err := Verify(t.Context(), slog.New(slog.NewTextHandler(io.Discard, nil)), runner,
+		VerifyRequest{RepoDir: repo.Dir, Base: base, Head: head, Policy: gate.DefaultPolicy()})
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	if rc.Outcome != evidence.Fail || rc.Reason != evidence.ReasonStepFailed || len(rc.Steps) != 2 {
+		t.Fatalf("Verify = %s %s with %d steps, want FAIL STEP_FAILED after two steps", rc.Outcome, rc.Reason, len(rc.Steps))
+	}
+	if out := rc.Steps[1].OutputTail; !strings.Contains(out, "EVIL found") || strings.Contains(out, "TAMPERED") {
+		t.Errorf("lint output %q: want base's lint to have run and found EVIL", out)
+	}
+}

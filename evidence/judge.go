@@ -148,6 +148,8 @@ func addSandbox(rc *Receipt, r *sandbox.Result, recipe *gate.Recipe) {
 	rc.Executed = len(r.Steps) > 0
 	rc.Sandbox.Provider = r.Provider
 	rc.Sandbox.Version = r.Version
+	rc.Sandbox.Path = r.Path
+	rc.Sandbox.SHA256 = r.SHA256
 	for k, p := range r.Namespaces {
 		rc.Sandbox.Namespaces[k] = p
 	}

@@ -38,8 +38,11 @@ type Violation struct {
 
 // SandboxFacts are what the sandbox observed; empty when nothing was launched.
 type SandboxFacts struct {
-	Provider   string                           `json:"provider"`
-	Version    string                           `json:"version"`
+	Provider string `json:"provider"`
+	Version  string `json:"version"`
+	// Path and SHA256 identify the provider binary that was run.
+	Path       string                           `json:"path,omitempty"`
+	SHA256     string                           `json:"sha256,omitempty"`
 	Isolated   bool                             `json:"isolated"`
 	Namespaces map[string]sandbox.NamespacePair `json:"namespaces"`
 	Limits     []sandbox.AppliedLimit           `json:"limits,omitempty"`

@@ -80,7 +80,7 @@ type roBind struct{ path string }
 // variants fall back silently and are never used.
 func bwrapArgs(s launchSpec, links []rootLink) []string {
 	a := []string{
-		"--unshare-user", "--unshare-net", "--unshare-pid",
+		"--unshare-user", "--disable-userns", "--unshare-net", "--unshare-pid",
 		"--unshare-ipc", "--unshare-uts", "--unshare-cgroup",
 		"--die-with-parent", "--new-session", "--cap-drop", "ALL",
 		"--uid", strconv.Itoa(SandboxUID), "--gid", strconv.Itoa(SandboxGID),

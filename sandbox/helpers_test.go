@@ -61,7 +61,7 @@ func testRunner(tb testing.TB, mod func(*Config)) *Runner {
 // cleanup.
 func testWorkspace(tb testing.TB, r *Runner) *workspace {
 	tb.Helper()
-	ws, err := newWorkspace(r.cfg.WorkRoot)
+	ws, err := newWorkspace(r.cfg.WorkRoot, testGID())
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -161,4 +161,13 @@ func requireNamespaceEmpty(tb testing.TB, step StepResult) {
 		}
 		tb.Fatalf("processes left in %s after the step: %v %q", ns, pids, cmds)
 	}
+}
+
+// testGID is the group a test workspace's guard gets: the sandbox's when
+// the tests run as root, none otherwise.
+func testGID() int {
+	if os.Geteuid() == 0 {
+		return DefaultGID
+	}
+	return -1
 }

@@ -160,7 +160,7 @@ func TestLyingProviders(t *testing.T) {
 	}{
 		{"without --unshare-net", dropArgs(real, "--unshare-net"), "net"},
 		{"without --unshare-pid", dropArgs(real, "--unshare-pid"), "pid"},
-		{"without any --unshare", dropArgs(real, "--unshare-user", "--unshare-net", "--unshare-pid",
+		{"without any --unshare", dropArgs(real, "--unshare-user", "--disable-userns", "--unshare-net", "--unshare-pid",
 			"--unshare-ipc", "--unshare-uts", "--unshare-cgroup", "--hostname"), "net"},
 		{"exits 0", "#!/bin/sh\nexit 0\n", ""},
 		{"reports a decoy child", "#!/bin/sh\nif [ \"$1\" != --version ]; then sleep 300 & printf '{\"child-pid\": %d}\\n' $! >&3; fi\nexec " + real + " \"$@\"\n", "user"},
@@ -234,13 +234,14 @@ func livePidsMentioning(tb testing.TB, s string) []int {
 
 // TestWithoutUnshareUserStillOwnNamespace documents a measured fact: an
 // unprivileged bwrap adds a user namespace even when --unshare-user is left
-// out, so a provider dropping only that flag is still observed isolated. The
+// out, so a provider dropping that flag (and --disable-userns, which bwrap
+// refuses without it) is still observed isolated. The
 // proof trusts what it observes, never the flags.
 func TestWithoutUnshareUserStillOwnNamespace(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("as root the sandbox runs under the dedicated unprivileged uid")
 	}
-	fake := fakeBwrap(t, traversableDir(t), "bwrap", dropArgs(requireBwrap(t), "--unshare-user"))
+	fake := fakeBwrap(t, traversableDir(t), "bwrap", dropArgs(requireBwrap(t), "--unshare-user", "--disable-userns"))
 	r := testRunner(t, func(c *Config) { c.Bwrap = fake })
 	ws := testWorkspace(t, r)
 	step := mustProven(t, mustLaunch(t, r, testSpec(r, ws, "true")))

@@ -20,6 +20,8 @@ type Result struct {
 	Version string
 	// Path is the resolved bwrap binary.
 	Path string
+	// SHA256 is the hex digest of the bwrap binary that was run, "" if unread.
+	SHA256 string
 	// Isolated is true only when every launched step was proven isolated.
 	Isolated bool
 	// Namespaces holds the proof of the first step (every step is proven).

@@ -92,36 +92,24 @@ func (r *Runner) run(ctx context.Context, log *slog.Logger, recipe gate.Recipe, 
 	}
 	path, version, perr := r.provider(ctx)
 	res.Path, res.Version = path, version
+	if path != "" {
+		res.SHA256 = fileSHA256(path)
+	}
 	if perr != nil {
 		log.Warn("sandbox unavailable", "cause", perr.Cause)
 		res.Unproven = perr
 		return res, nil
 	}
 
-	ws, err := newWorkspace(r.cfg.WorkRoot)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if r.cfg.KeepWorkspace {
-			ws.root.Close()
-			return
-		}
-		if err := ws.remove(); err != nil {
-			log.Error("remove workspace", "err", err)
-		}
-	}()
-	if err := fill(ws.root); err != nil {
-		return nil, fmt.Errorf("materialize into %s: %w", ws.dir, err)
-	}
-	if os.Geteuid() == 0 {
-		if err := ws.chown(r.cfg.UID, r.cfg.GID); err != nil {
-			return nil, err
-		}
-	}
-
 	limits := effectiveLimits(recipe.Limits, r.cfg.Defaults, r.cfg.Max)
 	for _, st := range recipe.Steps {
+		// Every step starts from the head tree itself: a step runs head
+		// code, so what it leaves behind (a rewritten protected script, a
+		// planted symlink) must not reach the next step.
+		ws, err := r.prepare(fill)
+		if err != nil {
+			return nil, err
+		}
 		timeout := st.Timeout
 		if timeout <= 0 {
 			timeout = gate.DefaultStepTimeout
@@ -131,6 +119,7 @@ func (r *Runner) run(ctx context.Context, log *slog.Logger, recipe gate.Recipe, 
 			limits: limits, timeout: timeout, binds: binds, noFile: r.cfg.NoFile,
 		}
 		out, err := r.launch(ctx, path, spec)
+		r.discard(log, ws)
 		if out.proof != nil {
 			if ctx.Err() != nil { // cancelled while proving: no verdict, not unproven
 				return res, fmt.Errorf("step %q: %w", st.Name, ctx.Err())
@@ -175,6 +164,9 @@ func (r *Runner) provider(ctx context.Context) (path, version string, perr *Proo
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}
+	if perr := trustedBinary(path); perr != nil {
+		return path, "", perr
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, "--version")
@@ -218,3 +210,38 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = (*limitedBuffer)(nil)
+
+// prepare makes a fresh workspace, fills it and gives it to the sandbox uid.
+func (r *Runner) prepare(fill func(*os.Root) error) (*workspace, error) {
+	gid := -1
+	if os.Geteuid() == 0 {
+		gid = r.cfg.GID
+	}
+	ws, err := newWorkspace(r.cfg.WorkRoot, gid)
+	if err != nil {
+		return nil, err
+	}
+	if err := fill(ws.root); err != nil {
+		ws.remove() //nolint:errcheck // the materialize error is the one to report
+		return nil, fmt.Errorf("materialize into %s: %w", ws.dir, err)
+	}
+	if gid >= 0 {
+		if err := ws.chown(r.cfg.UID, r.cfg.GID); err != nil {
+			ws.remove() //nolint:errcheck // the chown error is the one to report
+			return nil, err
+		}
+	}
+	return ws, nil
+}
+
+// discard removes a step's workspace, or only closes it when the operator
+// keeps workspaces for debugging.
+func (r *Runner) discard(log *slog.Logger, ws *workspace) {
+	if r.cfg.KeepWorkspace {
+		ws.root.Close()
+		return
+	}
+	if err := ws.remove(); err != nil {
+		log.Error("remove workspace", "dir", ws.dir, "err", err)
+	}
+}

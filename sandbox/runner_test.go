@@ -42,14 +42,15 @@ func TestRunMissingBwrap(t *testing.T) {
 	}
 }
 
-// TestRunStepsInOrderStopOnFailure: steps share the workspace, run in order,
-// a failing step ends the run, the result is proven and the workspace is
-// removed afterwards.
+// TestRunStepsInOrderStopOnFailure: steps run in order, each on a fresh copy
+// of the tree (what step one rewrote or left is gone for step two, so head
+// code cannot tamper with what a later step runs), a failing step ends the
+// run, the result is proven and the workspaces are removed afterwards.
 func TestRunStepsInOrderStopOnFailure(t *testing.T) {
 	r := testRunner(t, nil)
 	recipe := gate.Recipe{Version: 1, Env: map[string]string{"GREETING": "hi"}, Steps: []gate.Step{
-		{Name: "read", Run: []string{"sh", "-c", `test "$(cat input)" = tree && echo "$GREETING" > out`}},
-		{Name: "check", Run: []string{"sh", "-c", `test "$(cat out)" = hi && exit 3`}},
+		{Name: "read", Run: []string{"sh", "-c", `test "$(cat input)" = tree && echo "$GREETING" > out && echo tampered > input`}},
+		{Name: "check", Run: []string{"sh", "-c", `test ! -e out && test "$(cat input)" = tree && exit 3`}},
 		{Name: "never", Run: []string{"touch", "never"}},
 	}}
 	res, err := r.run(t.Context(), r.logger, recipe, writeFile("input", "tree"))

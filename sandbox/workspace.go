@@ -7,30 +7,52 @@ import (
 	"path/filepath"
 )
 
-// workspace is one run's fresh directory, bound at WorkDir. Every host-side
-// access inside it goes through root, so a symlink planted by the tree or by
-// a step cannot lead vouch outside it.
+// workspace is one step's fresh directory, bound at WorkDir. Every
+// host-side access inside it goes through root, so a symlink planted by the
+// tree or by a step cannot lead vouch outside it.
+//
+// It lives one level below a guard directory, run-XXX, that vouch owns with
+// mode 0710 and the sandbox's group: the sandbox uid can pass through it to
+// reach ws/, but no other host user can, even if a step opens up ws/ itself
+// (it owns it) and leaves a setuid file there.
 type workspace struct {
-	dir  string
-	root *os.Root
+	guard string // run-XXX, removed as a whole
+	dir   string // run-XXX/ws, bound at WorkDir
+	root  *os.Root
 }
 
-// newWorkspace creates a fresh directory under workRoot. workRoot is created
-// traversable (0711) so the sandbox uid can reach its own workspace.
-func newWorkspace(workRoot string) (*workspace, error) {
+// newWorkspace creates a fresh guarded workspace under workRoot (created
+// 0711 so the sandbox uid can traverse it). When gid >= 0 the guard is given
+// that group, for a sandbox that runs as another uid than vouch.
+func newWorkspace(workRoot string, gid int) (*workspace, error) {
 	if err := os.MkdirAll(workRoot, 0o711); err != nil {
 		return nil, fmt.Errorf("create work root %s: %w", workRoot, err)
 	}
-	dir, err := os.MkdirTemp(workRoot, "run-")
+	guard, err := os.MkdirTemp(workRoot, "run-")
 	if err != nil {
 		return nil, fmt.Errorf("create workspace under %s: %w", workRoot, err)
 	}
+	fail := func(err error) (*workspace, error) {
+		os.RemoveAll(guard)
+		return nil, fmt.Errorf("prepare workspace %s: %w", guard, err)
+	}
+	if gid >= 0 {
+		if err := os.Chown(guard, os.Geteuid(), gid); err != nil {
+			return fail(err)
+		}
+		if err := os.Chmod(guard, 0o710); err != nil {
+			return fail(err)
+		}
+	}
+	dir := filepath.Join(guard, "ws")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return fail(err)
+	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		os.Remove(dir)
-		return nil, fmt.Errorf("open workspace %s: %w", dir, err)
+		return fail(err)
 	}
-	return &workspace{dir: dir, root: root}, nil
+	return &workspace{guard: guard, dir: dir, root: root}, nil
 }
 
 // chown gives the workspace and everything in it to uid:gid, never following
@@ -52,13 +74,13 @@ func (w *workspace) chown(uid, gid int) error {
 // may have left directories without write or search permission; when the
 // first attempt fails they are opened up (inside the root) and it is retried.
 func (w *workspace) remove() error {
-	parent, err := os.OpenRoot(filepath.Dir(w.dir))
+	parent, err := os.OpenRoot(filepath.Dir(w.guard))
 	if err != nil {
 		w.root.Close()
 		return fmt.Errorf("remove workspace %s: %w", w.dir, err)
 	}
 	defer parent.Close()
-	name := filepath.Base(w.dir)
+	name := filepath.Base(w.guard)
 	if err := parent.RemoveAll(name); err == nil {
 		w.root.Close()
 		return nil

@@ -18,7 +18,7 @@ func TestWorkspaceNeverFollowsSymlinks(t *testing.T) {
 	if err := os.WriteFile(victim, []byte("keep"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ws, err := newWorkspace(filepath.Join(t.TempDir(), "work"))
+	ws, err := newWorkspace(filepath.Join(t.TempDir(), "work"), DefaultGID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,9 +3,12 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -155,4 +158,40 @@ func TestCancelKillsStep(t *testing.T) {
 		t.Fatalf("launch = %+v, %v; want killed with a cancellation error", out.step, err)
 	}
 	requireNamespaceEmpty(t, out.step)
+}
+
+// TestSetuidLeftInWorkspaceUnreachable: a step copies a shell into /work,
+// makes it setuid and opens /work to everyone; no other host user can reach
+// it, because the workspace sits below a guard directory only vouch and the
+// sandbox group may pass.
+func TestSetuidLeftInWorkspaceUnreachable(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to act as another host user")
+	}
+	r := testRunner(t, func(c *Config) { c.KeepWorkspace = true })
+	recipe := gate.Recipe{Version: 1, Steps: []gate.Step{{Name: "plant",
+		Run: []string{"sh", "-c", "cp /bin/sh /work/suid-sh && chmod 4755 /work/suid-sh && chmod 0777 /work"}}}}
+	res, err := r.run(t.Context(), r.logger, recipe, func(*os.Root) error { return nil })
+	if err != nil || res.Unproven != nil || len(res.Steps) != 1 || res.Steps[0].ExitCode != 0 {
+		t.Fatalf("run = %+v, %v; want the planting step to succeed", res, err)
+	}
+	matches, err := filepath.Glob(filepath.Join(r.cfg.WorkRoot, "run-*", "ws", "suid-sh"))
+	if err != nil || len(matches) != 1 {
+		t.Fatalf("planted file not found: %v %v", matches, err)
+	}
+	fi, err := os.Stat(matches[0])
+	if err != nil || fi.Mode()&os.ModeSetuid == 0 {
+		t.Fatalf("the step did not leave a setuid file (%v, %v): the test proves nothing", fi, err)
+	}
+	// As nobody, exactly as a local user would try (setpriv would keep
+	// root's capabilities until its exec, so set the ids in the child).
+	cmd := exec.Command(matches[0], "-c", "id -u")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("another host user ran the planted setuid shell: %s", out)
+	}
+	if !errors.Is(err, fs.ErrPermission) {
+		t.Errorf("running it as nobody: %v %s, want permission denied", err, out)
+	}
 }

@@ -79,6 +79,29 @@ steps:
     timeout: 30s
 `
 
+// verifyOneChange builds a repository whose base holds recipe and whose
+// head changes one unrelated file, and verifies it.
+func verifyOneChange(t *testing.T, runner *sandbox.Runner, recipe string) (rc evidence.Receipt, base, head string) {
+	t.Helper()
+	repo := fixtures.NewRepo(t)
+	files := map[string]string{".vouch.yml": recipe, "a.txt": "a\n"}
+	base = repo.Commit("base", fixtures.Files(files))
+	files["a.txt"] = "b\n"
+	head = repo.Commit("head", fixtures.Files(files), base)
+	return verify(t, runner, repo.Dir, base, head), base, head
+}
+
+// verify runs the pipeline with the default policy and fails on an error.
+func verify(t *testing.T, runner *sandbox.Runner, dir, base, head string) evidence.Receipt {
+	t.Helper()
+	rc, err := Verify(t.Context(), slog.New(slog.NewTextHandler(io.Discard, nil)), runner,
+		VerifyRequest{RepoDir: dir, Base: base, Head: head, Policy: gate.DefaultPolicy()})
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	return rc
+}
+
 // honestCheck passes; hostileCheck creates the marker, then lies about passing.
 const (
 	honestCheck  = "echo checked\n"
@@ -140,11 +163,7 @@ func TestVerifyRefusedHeadsNeverRun(t *testing.T) {
 			base := repo.Commit("base", baseTree())
 			head := repo.Commit("head", tt.head(baseTree()), base)
 
-			rc, err := Verify(t.Context(), slog.New(slog.NewTextHandler(io.Discard, nil)), runner,
-				VerifyRequest{RepoDir: repo.Dir, Base: base, Head: head, Policy: gate.DefaultPolicy()})
-			if err != nil {
-				t.Fatalf("Verify: %v", err)
-			}
+			rc := verify(t, runner, repo.Dir, base, head)
 			if rc.Outcome != evidence.StopAndAsk || rc.Reason != tt.reason {
 				t.Errorf("Verify = %s %s, want STOP_AND_ASK %s", rc.Outcome, rc.Reason, tt.reason)
 			}
@@ -173,11 +192,7 @@ func TestVerifyMarkerControl(t *testing.T) {
 	base := repo.Commit("base", tree)
 	head := repo.Commit("head", tree.With(fixtures.Files(map[string]string{"src/main.txt": "bye\n"})), base)
 
-	rc, err := Verify(t.Context(), slog.New(slog.NewTextHandler(io.Discard, nil)), runner,
-		VerifyRequest{RepoDir: repo.Dir, Base: base, Head: head, Policy: gate.DefaultPolicy()})
-	if err != nil {
-		t.Fatalf("Verify: %v", err)
-	}
+	rc := verify(t, runner, repo.Dir, base, head)
 	if rc.Outcome != evidence.Pass || !rc.Executed || !rc.Sandbox.Isolated {
 		t.Fatalf("Verify = %s %s executed=%v isolated=%v, want an isolated PASS", rc.Outcome, rc.Reason, rc.Executed, rc.Sandbox.Isolated)
 	}
@@ -193,11 +208,7 @@ func TestVerifyNoTrustedRecipe(t *testing.T) {
 	base := repo.Commit("base", noRecipe)
 	head := repo.Commit("head adds a recipe", baseTree().With(fixtures.Files(map[string]string{"check.sh": hostileCheck})), base)
 
-	rc, err := Verify(t.Context(), slog.New(slog.NewTextHandler(io.Discard, nil)), runner,
-		VerifyRequest{RepoDir: repo.Dir, Base: base, Head: head, Policy: gate.DefaultPolicy()})
-	if err != nil {
-		t.Fatalf("Verify: %v", err)
-	}
+	rc := verify(t, runner, repo.Dir, base, head)
 	if rc.Outcome != evidence.StopAndAsk || rc.Reason != evidence.ReasonNoTrustedRecipe || rc.Executed {
 		t.Errorf("Verify = %s %s executed=%v, want STOP_AND_ASK NO_TRUSTED_RECIPE unexecuted", rc.Outcome, rc.Reason, rc.Executed)
 	}
@@ -225,16 +236,7 @@ func TestVerifyOutcomes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			runner, _ := testRunner(t)
-			repo := fixtures.NewRepo(t)
-			files := map[string]string{".vouch.yml": "version: 1\n" + tt.recipe, "a.txt": "a\n"}
-			base := repo.Commit("base", fixtures.Files(files))
-			files["a.txt"] = "b\n"
-			head := repo.Commit("head", fixtures.Files(files), base)
-			rc, err := Verify(t.Context(), slog.New(slog.NewTextHandler(io.Discard, nil)), runner,
-				VerifyRequest{RepoDir: repo.Dir, Base: base, Head: head, Policy: gate.DefaultPolicy()})
-			if err != nil {
-				t.Fatalf("Verify: %v", err)
-			}
+			rc, base, head := verifyOneChange(t, runner, "version: 1\n"+tt.recipe)
 			if rc.Outcome != tt.outcome || rc.Reason != tt.reason {
 				t.Errorf("Verify = %s %s (%s), want %s %s", rc.Outcome, rc.Reason, rc.Detail, tt.outcome, tt.reason)
 			}
@@ -250,19 +252,8 @@ func TestVerifyOutcomes(t *testing.T) {
 // filter; the receipt names the filter's digest.
 func TestVerifySeccompInEffect(t *testing.T) {
 	runner, work := testRunner(t)
-	repo := fixtures.NewRepo(t)
-	files := map[string]string{
-		".vouch.yml": "version: 1\nsteps:\n  - name: nest\n    run: [\"sh\", \"-c\", \"unshare -Ur touch " + marker + "; echo unshare exit $?\"]\n",
-		"a.txt":      "a\n",
-	}
-	base := repo.Commit("base", fixtures.Files(files))
-	files["a.txt"] = "b\n"
-	head := repo.Commit("head", fixtures.Files(files), base)
-	rc, err := Verify(t.Context(), slog.New(slog.NewTextHandler(io.Discard, nil)), runner,
-		VerifyRequest{RepoDir: repo.Dir, Base: base, Head: head, Policy: gate.DefaultPolicy()})
-	if err != nil {
-		t.Fatalf("Verify: %v", err)
-	}
+	rc, _, _ := verifyOneChange(t, runner,
+		"version: 1\nsteps:\n  - name: nest\n    run: [\"sh\", \"-c\", \"unshare -Ur touch "+marker+"; echo unshare exit $?\"]\n")
 	if rc.Outcome != evidence.Pass || len(rc.Steps) != 1 {
 		t.Fatalf("Verify = %s %s, want PASS with one step", rc.Outcome, rc.Reason)
 	}
@@ -298,11 +289,7 @@ func TestVerifyStepCannotTamperWithLaterStep(t *testing.T) {
 		"src/a.c":          "int a; /* EVIL */\n",
 	})), base)
 
-	rc, err := Verify(t.Context(), slog.New(slog.NewTextHandler(io.Discard, nil)), runner,
-		VerifyRequest{RepoDir: repo.Dir, Base: base, Head: head, Policy: gate.DefaultPolicy()})
-	if err != nil {
-		t.Fatalf("Verify: %v", err)
-	}
+	rc := verify(t, runner, repo.Dir, base, head)
 	if rc.Outcome != evidence.Fail || rc.Reason != evidence.ReasonStepFailed || len(rc.Steps) != 2 {
 		t.Fatalf("Verify = %s %s with %d steps, want FAIL STEP_FAILED after two steps", rc.Outcome, rc.Reason, len(rc.Steps))
 	}

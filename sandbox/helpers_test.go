@@ -119,6 +119,25 @@ func mustProven(tb testing.TB, out launchOutcome) StepResult {
 // sandbox pid 1 is reaped, and the host's init reaps it then.
 func pidsInNamespace(tb testing.TB, ns string) []int {
 	tb.Helper()
+	return livePids(tb, func(pid string) bool {
+		l, err := os.Readlink("/proc/" + pid + "/ns/pid")
+		return err == nil && l == ns
+	})
+}
+
+// livePidsMentioning lists live (not zombie) processes whose command line
+// contains s.
+func livePidsMentioning(tb testing.TB, s string) []int {
+	tb.Helper()
+	return livePids(tb, func(pid string) bool {
+		cmdline, err := os.ReadFile("/proc/" + pid + "/cmdline")
+		return err == nil && strings.Contains(string(cmdline), s)
+	})
+}
+
+// livePids lists the live (not zombie) host processes that match.
+func livePids(tb testing.TB, match func(pid string) bool) []int {
+	tb.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		tb.Fatal(err)
@@ -126,11 +145,7 @@ func pidsInNamespace(tb testing.TB, ns string) []int {
 	var pids []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		l, err := os.Readlink("/proc/" + e.Name() + "/ns/pid")
-		if err != nil || l != ns {
+		if err != nil || !match(e.Name()) {
 			continue
 		}
 		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")

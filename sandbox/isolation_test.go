@@ -206,32 +206,6 @@ func TestLyingProviders(t *testing.T) {
 	}
 }
 
-// livePidsMentioning lists live (not zombie) processes whose command line
-// contains s.
-func livePidsMentioning(tb testing.TB, s string) []int {
-	tb.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !strings.Contains(string(cmdline), s) {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if i := strings.LastIndexByte(string(stat), ')'); err == nil && i > 0 && !strings.HasPrefix(string(stat[i:]), ") Z") {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 // TestWithoutUnshareUserStillOwnNamespace documents a measured fact: an
 // unprivileged bwrap adds a user namespace even when --unshare-user is left
 // out, so a provider dropping that flag (and --disable-userns, which bwrap

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,6 +33,24 @@ type Config struct {
 	Max gate.Limits
 	// NoFile is RLIMIT_NOFILE inside the sandbox.
 	NoFile uint64
+	// CPUs is the CPU quota of one step, in CPUs (0.5 is half of one CPU's
+	// time); 0 means no quota. It is enforced by a cgroup CPU controller; on
+	// a host without one, each process's CPU time is capped by RLIMIT_CPU at
+	// CPUs × the step's timeout instead.
+	CPUs float64
+	// FileSize is RLIMIT_FSIZE inside the sandbox, the largest file a step
+	// may write, in bytes; 0 means no limit.
+	FileSize int64
+	// CgroupRoot is where the cgroup hierarchies are mounted; "" means
+	// /sys/fs/cgroup. A directory without cgroup mounts turns per-step
+	// cgroups off (limits then fall back to rlimits, and a recipe limit only
+	// a cgroup can enforce blocks the run).
+	CgroupRoot string
+	// CgroupParent is the cgroup, relative to each hierarchy's root, under
+	// which the per-step cgroups are made (in a "vouch" child); "" means
+	// vouch's own cgroup. On cgroup v2 it must be a delegated cgroup that
+	// holds no processes, so its controllers can be enabled below it.
+	CgroupParent string
 	// ProofTimeout bounds the wait for bwrap to report its child.
 	ProofTimeout time.Duration
 	// Toolchains maps a recipe toolchain name to a host directory that is bound
@@ -52,6 +71,12 @@ const (
 	DefaultPids = 512
 	// DefaultTmp is the size of /tmp and of HOME, each.
 	DefaultTmp = 256 << 20
+	// DefaultMemory bounds the memory of one step.
+	DefaultMemory = 2 << 30
+	// DefaultCPUs is the CPU quota of one step.
+	DefaultCPUs = 2
+	// DefaultFileSize is RLIMIT_FSIZE inside the sandbox.
+	DefaultFileSize = 1 << 30
 	// DefaultNoFile is RLIMIT_NOFILE inside the sandbox.
 	DefaultNoFile = 1024
 	// DefaultProofTimeout bounds the wait for bwrap's child pid.
@@ -65,8 +90,10 @@ func DefaultConfig() Config {
 		UID:          DefaultUID,
 		GID:          DefaultGID,
 		WorkRoot:     filepath.Join(os.TempDir(), "vouch-work"),
-		Defaults:     gate.Limits{Output: DefaultOutput, Pids: DefaultPids, Tmp: DefaultTmp},
+		Defaults:     gate.Limits{Output: DefaultOutput, Pids: DefaultPids, Tmp: DefaultTmp, Memory: DefaultMemory},
 		NoFile:       DefaultNoFile,
+		CPUs:         DefaultCPUs,
+		FileSize:     DefaultFileSize,
 		ProofTimeout: DefaultProofTimeout,
 	}
 }
@@ -97,6 +124,18 @@ func (c Config) Validate() error {
 	}
 	if c.NoFile < 16 {
 		errs = append(errs, fmt.Errorf("NoFile: %d: must be at least 16", c.NoFile))
+	}
+	if math.IsNaN(c.CPUs) || math.IsInf(c.CPUs, 0) || c.CPUs < 0 || (c.CPUs > 0 && c.CPUs < 0.01) || c.CPUs > 4096 {
+		errs = append(errs, fmt.Errorf("CPUs: %v: must be 0 (no quota) or between 0.01 and 4096", c.CPUs))
+	}
+	if c.FileSize < 0 {
+		errs = append(errs, fmt.Errorf("FileSize: %d: must not be negative", c.FileSize))
+	}
+	if c.CgroupRoot != "" && (!filepath.IsAbs(c.CgroupRoot) || filepath.Clean(c.CgroupRoot) != c.CgroupRoot) {
+		errs = append(errs, fmt.Errorf("CgroupRoot: %q: must be a clean absolute path", c.CgroupRoot))
+	}
+	if p := c.CgroupParent; p != "" && (filepath.Clean("/"+p) != "/"+strings.TrimPrefix(p, "/") || strings.Contains(p, "..") || strings.ContainsAny(p, "\x00\n")) {
+		errs = append(errs, fmt.Errorf("CgroupParent: %q: must be a clean cgroup path", c.CgroupParent))
 	}
 	if c.ProofTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("ProofTimeout: %v: must be positive", c.ProofTimeout))

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -26,9 +27,12 @@ const reapTimeout = 10 * time.Second
 type launchSpec struct {
 	name      string
 	argv      []string
-	env       []string // sorted KEY=VALUE, the whole environment
-	workspace string   // host directory bound at WorkDir
-	limits    gate.Limits
+	env       []string    // sorted KEY=VALUE, the whole environment
+	workspace string      // host directory bound at WorkDir
+	limits    gate.Limits // effective: recipe, else operator default, capped
+	asked     gate.Limits // what the recipe itself asked for: must be enforced
+	cpus      float64     // CPU quota in CPUs, 0 for none
+	fileSize  int64       // RLIMIT_FSIZE, 0 for none
 	timeout   time.Duration
 	binds     []roBind
 	noFile    uint64
@@ -40,6 +44,9 @@ type launchOutcome struct {
 	step   StepResult
 	limits []AppliedLimit
 	proof  *ProofError
+	// cgroups lists the step cgroup directories that were made (and are
+	// removed by the time launch returns).
+	cgroups []string
 }
 
 // launcher is the host side of one bwrap: the process, its pipes and, once
@@ -54,6 +61,9 @@ type launcher struct {
 	childPid int
 	pidfd    int // -1 until opened
 	uid, gid int // host ids bwrap runs as
+	cgroups  *cgroupHost
+	cg       *stepCgroup // the step's cgroups once made, nil when none
+	cgDirs   []string    // every cgroup directory made for the step
 }
 
 // launch starts bwrap blocked, proves the isolation of its child, applies
@@ -71,14 +81,14 @@ func (r *Runner) launch(ctx context.Context, bwrap string, s launchSpec) (launch
 	}
 	log := r.logger.With("step", s.name, "bwrap_pid", l.cmd.Process.Pid)
 
-	pairs, rs, perr := l.prove(ctx, hostNS, s, r.cfg.ProofTimeout)
+	pairs, b, perr := l.prove(ctx, hostNS, s, r.cfg.ProofTimeout)
 	if perr != nil {
 		l.kill()
 		l.finish()
 		stderr, _ := l.out.result()
 		perr.Stderr = string(stderr[:min(len(stderr), maxStderr)])
 		log.Warn("isolation unproven, step not released", "cause", perr.Cause)
-		return launchOutcome{proof: perr}, nil
+		return launchOutcome{proof: perr, cgroups: l.cgDirs}, nil
 	}
 
 	// Release: the child proceeds to exec the step.
@@ -87,7 +97,7 @@ func (r *Runner) launch(ctx context.Context, bwrap string, s launchSpec) (launch
 	l.blockW.Close()
 	l.blockW = nil
 	step := StepResult{Name: s.name, Namespaces: pairs}
-	out := launchOutcome{limits: stepLimits(s.limits, s.timeout, rs)}
+	out := launchOutcome{limits: b.applied, cgroups: l.cgDirs}
 	if werr != nil {
 		// The child is gone (EPIPE): it cannot run anything any more.
 		log.Warn("release failed", "err", werr)
@@ -109,8 +119,14 @@ func (r *Runner) launch(ctx context.Context, bwrap string, s launchSpec) (launch
 	if killed {
 		l.kill()
 	}
-	l.finish()
+	st := l.finish()
 	step.Duration = time.Since(released)
+	step.OOMKilled, step.CPUTime = st.oomKilled, st.cpu
+	if !st.cpuKnown {
+		// A lower bound: bwrap exits without reaping its sandbox's init,
+		// so the step's own processes are often missing from this.
+		step.CPUTime = l.cmd.ProcessState.UserTime() + l.cmd.ProcessState.SystemTime()
+	}
 	step.Output, step.OutputBytes = l.out.result()
 	if step.OutputBytes > s.limits.Output {
 		step.OutputLimited = true
@@ -121,7 +137,8 @@ func (r *Runner) launch(ctx context.Context, bwrap string, s launchSpec) (launch
 	}
 	out.step = step
 	log.Info("step reaped", "exit_code", step.ExitCode, "timed_out", step.TimedOut,
-		"output_limited", step.OutputLimited, "duration", step.Duration)
+		"output_limited", step.OutputLimited, "oom_killed", step.OOMKilled,
+		"duration", step.Duration, "cpu_time", step.CPUTime)
 	if cancelled != nil {
 		return out, fmt.Errorf("step %q: %w", s.name, cancelled)
 	}
@@ -189,7 +206,7 @@ func (r *Runner) start(bwrap string, s launchSpec) (*launcher, *ProofError, erro
 	l := &launcher{
 		logger: r.logger, cmd: cmd, waited: make(chan struct{}),
 		infoR: infoR, blockW: blockW, out: newCapture(outR, s.limits.Output), pidfd: -1,
-		uid: os.Getuid(), gid: os.Getgid(),
+		uid: os.Getuid(), gid: os.Getgid(), cgroups: r.cgroups,
 	}
 	if os.Geteuid() == 0 {
 		l.uid, l.gid = r.cfg.UID, r.cfg.GID
@@ -250,8 +267,11 @@ func closeFiles(fs []*os.File) {
 
 // prove reads the child pid bwrap reports, pins the child with a pidfd,
 // checks it descends from our bwrap and that none of its namespaces is the
-// host's, and sets its resource limits. The child stays blocked throughout.
-func (l *launcher) prove(ctx context.Context, hostNS map[string]string, s launchSpec, wait time.Duration) (map[string]NamespacePair, []rlimit, *ProofError) {
+// host's, and bounds it: bwrap and the child are moved into the step's
+// cgroups and the child's rlimits are set. The child stays blocked
+// throughout, so everything the step starts is born inside those bounds. A
+// limit the recipe asked for that cannot be enforced is a proof failure.
+func (l *launcher) prove(ctx context.Context, hostNS map[string]string, s launchSpec, wait time.Duration) (map[string]NamespacePair, bounds, *ProofError) {
 	type info struct {
 		pid int
 		err error
@@ -274,38 +294,65 @@ func (l *launcher) prove(ctx context.Context, hostNS map[string]string, s launch
 	// infoR stays open until finish: a provider writing more to it must not
 	// die of SIGPIPE and orphan a half-made child out of reach of kill.
 	if got.err != nil {
-		return nil, nil, &ProofError{Cause: got.err.Error()}
+		return nil, bounds{}, &ProofError{Cause: got.err.Error()}
 	}
 	fd, err := unix.PidfdOpen(got.pid, 0)
 	if err != nil {
-		return nil, nil, &ProofError{Cause: fmt.Sprintf("pidfd_open child %d: %v", got.pid, err)}
+		return nil, bounds{}, &ProofError{Cause: fmt.Sprintf("pidfd_open child %d: %v", got.pid, err)}
 	}
 	// Only a process bwrap started is ever signalled through the pidfd: a
 	// provider that reports pid 1, vouch's own pid or its own must not make
 	// vouch kill it.
 	if err := checkDescendant(got.pid, l.cmd.Process.Pid); err != nil {
 		unix.Close(fd)
-		return nil, nil, &ProofError{Cause: err.Error()}
+		return nil, bounds{}, &ProofError{Cause: err.Error()}
 	}
 	l.childPid, l.pidfd = got.pid, fd
 	childNS, err := namespaceLinks(strconv.Itoa(got.pid))
 	if err != nil {
-		return nil, nil, &ProofError{Cause: err.Error()}
+		return nil, bounds{}, &ProofError{Cause: err.Error()}
 	}
 	// The pidfd still names a live process, so every /proc read above was
 	// about it and not about a process that reused its pid.
 	if err := unix.PidfdSendSignal(fd, 0, nil, 0); err != nil {
-		return nil, nil, &ProofError{Cause: fmt.Sprintf("child %d exited before release: %v", got.pid, err)}
+		return nil, bounds{}, &ProofError{Cause: fmt.Sprintf("child %d exited before release: %v", got.pid, err)}
 	}
 	pairs, perr := compareNamespaces(hostNS, childNS)
 	if perr != nil {
-		return nil, nil, perr
+		return nil, bounds{}, perr
 	}
-	rs := rlimits(s.limits, s.noFile)
-	if err := applyRlimitsAs(got.pid, l.uid, l.gid, rs); err != nil {
-		return nil, nil, &ProofError{Cause: err.Error()}
+	b, perr := l.bound(s)
+	if perr != nil {
+		return nil, bounds{}, perr
 	}
-	return pairs, rs, nil
+	if err := applyRlimitsAs(got.pid, l.uid, l.gid, b.rlimits); err != nil {
+		return nil, bounds{}, &ProofError{Cause: err.Error()}
+	}
+	return pairs, b, nil
+}
+
+// bound makes the step's cgroups, moves bwrap and its blocked child into
+// them, and decides what enforces each limit.
+func (l *launcher) bound(s launchSpec) (bounds, *ProofError) {
+	var cg *stepCgroup
+	if l.cgroups != nil {
+		cg = l.cgroups.create(cgroupWant{memory: s.limits.Memory, pids: s.limits.Pids, cpus: s.cpus})
+		l.cg = cg // finish removes whatever was made, even on failure
+		l.cgDirs = slices.Clone(cg.made)
+		if err := cg.add(l.cmd.Process.Pid, l.childPid); err != nil {
+			return bounds{}, &ProofError{Cause: err.Error()}
+		}
+	}
+	b, err := planBounds(s, cg)
+	if err != nil {
+		return bounds{}, &ProofError{Cause: err.Error()}
+	}
+	for _, a := range b.applied {
+		if a.Mechanism == "rlimit:AS" || a.Mechanism == "rlimit:CPU" || (a.Name == "pids" && a.Mechanism == "rlimit:NPROC") {
+			l.logger.Info("limit falls back to an rlimit", "limit", a.Name, "mechanism", a.Mechanism, "why", cg.whyFor(a.Name))
+		}
+	}
+	return b, nil
 }
 
 // kill stops the sandbox without ever releasing it. bwrap is frozen first
@@ -334,9 +381,10 @@ func (l *launcher) kill() {
 // finish makes sure nothing of the step is left: it kills the sandbox child
 // (a no-op after a normal exit), waits until the child has exited (its pid
 // namespace is then empty: the kernel reaps a namespace before its pid 1
-// finishes exiting), waits for bwrap, and only then closes the block pipe and
-// waits for the output pipe to drain.
-func (l *launcher) finish() {
+// finishes exiting), waits for bwrap, closes the block pipe, waits for the
+// output pipe to drain, and finally empties and removes the step's
+// cgroups, returning what they counted.
+func (l *launcher) finish() (st cgroupStats) {
 	deadline := time.Now().Add(reapTimeout)
 	if l.pidfd >= 0 {
 		unix.PidfdSendSignal(l.pidfd, unix.SIGKILL, nil, 0) //nolint:errcheck // ESRCH once gone
@@ -363,6 +411,15 @@ func (l *launcher) finish() {
 	case <-time.After(time.Until(deadline) + time.Second):
 		l.logger.Error("output pipe still open after the step ended")
 	}
+	if l.cg != nil {
+		var err error
+		st, err = l.cg.destroy(time.Now().Add(reapTimeout))
+		if err != nil {
+			l.logger.Error("remove step cgroup", "err", err)
+		}
+		l.cg = nil
+	}
+	return st
 }
 
 // killDescendants SIGKILLs, through pidfds, every process whose parent chain

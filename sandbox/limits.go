@@ -3,9 +3,9 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -40,22 +40,89 @@ type rlimit struct {
 	applied  AppliedLimit
 }
 
-// rlimits lists the resource limits for a step. They are set on bwrap's
-// sandbox child while it is blocked, so the command and everything it starts
-// inherit them. RLIMIT_NPROC binds because the sandbox uid is not root; since
-// Linux 5.14 it counts the processes of the sandbox's own user namespace.
-// Memory is bounded by address space (RLIMIT_AS) only when a limit is set:
-// cgroup v1 offers no unprivileged memory controller.
-func rlimits(l gate.Limits, noFile uint64) []rlimit {
-	rs := []rlimit{
-		{unix.RLIMIT_NPROC, uint64(l.Pids), AppliedLimit{Name: "pids", Value: int64(l.Pids), Mechanism: "rlimit:NPROC"}},
-		{unix.RLIMIT_CORE, 0, AppliedLimit{Name: "core", Value: 0, Mechanism: "rlimit:CORE"}},
-		{unix.RLIMIT_NOFILE, noFile, AppliedLimit{Name: "nofile", Value: int64(noFile), Mechanism: "rlimit:NOFILE"}},
+// bounds is how one step's limits are enforced: the rlimits set on its
+// blocked child (the cgroups are the launcher's), and the record of every
+// limit with its mechanism.
+type bounds struct {
+	rlimits []rlimit
+	applied []AppliedLimit
+}
+
+// planBounds picks, for each limit of s, what enforces it given the step
+// cgroups cg that could be made (nil: none). Memory, pids and CPU go to
+// their cgroup controller when it took the limit. Otherwise pids fall back
+// to RLIMIT_NPROC, which binds because the sandbox uid is not root (since
+// Linux 5.14 it counts the processes of the sandbox's own user namespace);
+// CPU falls back to RLIMIT_CPU at the quota's share of the timeout. Memory
+// falls back to RLIMIT_AS only for the operator's default: a memory limit
+// the recipe asked for and no cgroup can enforce is an error, and the step
+// must not run.
+func planBounds(s launchSpec, cg *stepCgroup) (bounds, error) {
+	if cg == nil {
+		cg = &stepCgroup{why: map[string]string{}}
 	}
-	if l.Memory > 0 {
-		rs = append(rs, rlimit{unix.RLIMIT_AS, uint64(l.Memory), AppliedLimit{Name: "memory", Value: l.Memory, Mechanism: "rlimit:AS"}})
+	var b bounds
+	rl := func(resource int, value uint64, name string, shown int64, mech string) {
+		b.rlimits = append(b.rlimits, rlimit{resource, value, AppliedLimit{Name: name, Value: shown, Mechanism: mech}})
 	}
-	return rs
+	rec := func(name string, value int64, mech string) {
+		b.applied = append(b.applied, AppliedLimit{Name: name, Value: value, Mechanism: mech})
+	}
+	rec("timeout", s.timeout.Milliseconds(), "vouch:timeout-kill")
+	rec("output", s.limits.Output, "vouch:output-kill")
+	rec("tmp", s.limits.Tmp, "tmpfs-size")
+
+	if m := s.limits.Memory; m > 0 {
+		switch {
+		case cg.enforced(ctrlMemory):
+			rec("memory", m, cg.mechanism(ctrlMemory))
+			if cg.swap {
+				rec("swap", 0, cg.mechanism("swap"))
+			}
+		case s.asked.Memory > 0:
+			return bounds{}, fmt.Errorf("memory limit %s requested but not enforceable here: %s", sizeText(m), cg.why[ctrlMemory])
+		default:
+			rl(unix.RLIMIT_AS, uint64(m), "memory", m, "rlimit:AS")
+		}
+	}
+	if p := s.limits.Pids; p > 0 {
+		if cg.enforced(ctrlPids) {
+			rec("pids", int64(p), cg.mechanism(ctrlPids))
+		} else {
+			rl(unix.RLIMIT_NPROC, uint64(p), "pids", int64(p), "rlimit:NPROC")
+		}
+	}
+	if c := s.cpus; c > 0 {
+		if cg.enforced(ctrlCPU) {
+			rec("cpu", int64(c*1000), cg.mechanism(ctrlCPU))
+		} else {
+			secs := uint64(math.Ceil(c * s.timeout.Seconds()))
+			rl(unix.RLIMIT_CPU, max(secs, 1), "cpu-time", int64(max(secs, 1))*1000, "rlimit:CPU")
+		}
+	}
+	if f := s.fileSize; f > 0 {
+		rl(unix.RLIMIT_FSIZE, uint64(f), "fsize", f, "rlimit:FSIZE")
+	}
+	rl(unix.RLIMIT_CORE, 0, "core", 0, "rlimit:CORE")
+	rl(unix.RLIMIT_NOFILE, s.noFile, "nofile", int64(s.noFile), "rlimit:NOFILE")
+	for _, r := range b.rlimits {
+		b.applied = append(b.applied, r.applied)
+	}
+	return b, nil
+}
+
+// sizeText renders n bytes in the largest binary unit that divides it, as a
+// recipe writes sizes ("1GiB").
+func sizeText(n int64) string {
+	for _, u := range []struct {
+		shift uint
+		name  string
+	}{{40, "TiB"}, {30, "GiB"}, {20, "MiB"}, {10, "KiB"}} {
+		if n >= 1<<u.shift && n%(1<<u.shift) == 0 {
+			return fmt.Sprintf("%d%s", n>>u.shift, u.name)
+		}
+	}
+	return fmt.Sprintf("%dB", n)
 }
 
 // applyRlimitsAs sets rs on pid, which runs as uid:gid. prlimit(2) on another
@@ -113,17 +180,4 @@ func applyRlimits(pid int, rs []rlimit) error {
 		}
 	}
 	return nil
-}
-
-// stepLimits records every bound a launched step ran under.
-func stepLimits(l gate.Limits, timeout time.Duration, rs []rlimit) []AppliedLimit {
-	out := []AppliedLimit{
-		{Name: "timeout", Value: timeout.Milliseconds(), Mechanism: "vouch:timeout-kill"},
-		{Name: "output", Value: l.Output, Mechanism: "vouch:output-kill"},
-		{Name: "tmp", Value: l.Tmp, Mechanism: "tmpfs-size"},
-	}
-	for _, r := range rs {
-		out = append(out, r.applied)
-	}
-	return out
 }

@@ -39,11 +39,17 @@ type Result struct {
 
 // AppliedLimit is one enforced bound.
 type AppliedLimit struct {
-	// Name is "timeout", "output", "pids", "memory", "tmp", "nofile", "core".
+	// Name is "timeout", "output", "pids", "memory", "swap", "cpu",
+	// "cpu-time", "tmp", "fsize", "nofile", "core".
 	Name string `json:"name"`
-	// Value is the bound in its unit (bytes, count, milliseconds).
+	// Value is the bound in its unit: bytes (memory, swap, tmp, output,
+	// fsize), a count (pids, nofile), milliseconds (timeout, cpu-time),
+	// thousandths of a CPU (cpu: 500 is half a CPU).
 	Value int64 `json:"value"`
-	// Mechanism says what enforced it, e.g. "rlimit:NPROC", "tmpfs-size", "vouch:kill".
+	// Mechanism says what enforced it: "cgroup-v1:memory", "cgroup-v1:pids",
+	// "cgroup-v1:cpu", "cgroup-v2:memory.max", "cgroup-v2:pids.max",
+	// "cgroup-v2:cpu.max", "rlimit:AS", "rlimit:NPROC", "rlimit:CPU",
+	// "rlimit:FSIZE", "tmpfs-size", "vouch:timeout-kill", "vouch:output-kill".
 	Mechanism string `json:"mechanism"`
 }
 
@@ -59,6 +65,13 @@ type StepResult struct {
 	TimedOut bool
 	// OutputLimited is set when output passed the cap and the step was killed.
 	OutputLimited bool
+	// OOMKilled is set when the step's memory cgroup killed a process for
+	// passing the memory limit (the step then usually exits non-zero).
+	OOMKilled bool
+	// CPUTime is the CPU time the step used, bwrap included, as its cgroup
+	// counted it; without a cgroup, only what bwrap's rusage reports (a
+	// lower bound).
+	CPUTime time.Duration
 	// Output is the combined stdout and stderr, at most the output cap.
 	Output []byte
 	// OutputBytes is how many bytes the step wrote in all (may exceed len(Output)).

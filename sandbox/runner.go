@@ -32,6 +32,8 @@ type Runner struct {
 	links  []rootLink
 	// filter is the seccomp program every step runs under.
 	filter seccomp.Filter
+	// cgroups is what this host offers for per-step cgroups.
+	cgroups *cgroupHost
 }
 
 // New returns a Runner for cfg. A missing bwrap is not an error here: Run
@@ -47,7 +49,9 @@ func New(cfg Config, logger *slog.Logger) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox seccomp filter: %w", err)
 	}
-	return &Runner{cfg: cfg, logger: logger, links: hostRootLinks(), filter: filter}, nil
+	cg := detectCgroups(cfg.CgroupRoot, cfg.CgroupParent)
+	logger.Debug("cgroups", "version", cg.version, "parents", cg.parent, "unavailable", cg.why)
+	return &Runner{cfg: cfg, logger: logger, links: hostRootLinks(), filter: filter, cgroups: cg}, nil
 }
 
 // Run materializes plan's head tree into a fresh workspace and runs the
@@ -116,7 +120,8 @@ func (r *Runner) run(ctx context.Context, log *slog.Logger, recipe gate.Recipe, 
 		}
 		spec := launchSpec{
 			name: st.Name, argv: st.Run, env: env, workspace: ws.dir,
-			limits: limits, timeout: timeout, binds: binds, noFile: r.cfg.NoFile,
+			limits: limits, asked: recipe.Limits, cpus: r.cfg.CPUs, fileSize: r.cfg.FileSize,
+			timeout: timeout, binds: binds, noFile: r.cfg.NoFile,
 		}
 		out, err := r.launch(ctx, path, spec)
 		r.discard(log, ws)

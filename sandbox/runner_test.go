@@ -72,10 +72,13 @@ func TestRunStepsInOrderStopOnFailure(t *testing.T) {
 	if !strings.HasPrefix(res.Version, "bubblewrap ") || !filepath.IsAbs(res.Path) {
 		t.Errorf("Version %q, Path %q", res.Version, res.Path)
 	}
-	for _, mech := range []string{"rlimit:NPROC", "tmpfs-size", "vouch:timeout-kill", "vouch:output-kill"} {
+	// pids: "cgroup-v1:pids" or "cgroup-v2:pids.max" where the host gives a
+	// writable cgroup, "rlimit:NPROC" otherwise.
+	for _, mech := range []string{"pids", "tmpfs-size", "vouch:timeout-kill", "vouch:output-kill"} {
 		found := false
 		for _, l := range res.Limits {
-			found = found || l.Mechanism == mech
+			found = found || l.Mechanism == mech || (mech == "pids" && l.Name == "pids" &&
+				(l.Mechanism == "rlimit:NPROC" || strings.HasPrefix(l.Mechanism, "cgroup-v")))
 		}
 		if !found {
 			t.Errorf("limit %s not recorded in %+v", mech, res.Limits)

@@ -218,8 +218,12 @@ func limitValue(l sandbox.AppliedLimit) string {
 	switch l.Name {
 	case "timeout":
 		return (time.Duration(l.Value) * time.Millisecond).String()
-	case "output", "memory", "tmp":
+	case "output", "memory", "tmp", "fsize", "swap":
 		return byteSize(l.Value)
+	case "cpu":
+		return fmt.Sprintf("%.2f CPUs", float64(l.Value)/1000)
+	case "cpu-time":
+		return (time.Duration(l.Value) * time.Millisecond).String()
 	default:
 		return fmt.Sprint(l.Value)
 	}
@@ -278,6 +282,8 @@ func exitText(s StepRecord) string {
 		return fmt.Sprintf("%d (timed out)", s.ExitCode)
 	case s.OutputLimited:
 		return fmt.Sprintf("%d (output limit)", s.ExitCode)
+	case s.OOMKilled:
+		return fmt.Sprintf("%d (killed: out of memory)", s.ExitCode)
 	default:
 		return fmt.Sprint(s.ExitCode)
 	}

@@ -180,6 +180,8 @@ func addSandbox(rc *Receipt, r *sandbox.Result, recipe *gate.Recipe) {
 			DurationMS:    s.Duration.Milliseconds(),
 			TimedOut:      s.TimedOut,
 			OutputLimited: s.OutputLimited,
+			OOMKilled:     s.OOMKilled,
+			CPUMS:         s.CPUTime.Milliseconds(),
 			OutputBytes:   s.OutputBytes,
 			OutputTail:    Tail(s.Output, MaxOutputTail),
 		}

@@ -58,7 +58,12 @@ type StepRecord struct {
 	DurationMS    int64  `json:"duration_ms"`
 	TimedOut      bool   `json:"timed_out,omitempty"`
 	OutputLimited bool   `json:"output_limited,omitempty"`
-	OutputBytes   int64  `json:"output_bytes"`
+	// OOMKilled is set when the kernel killed a process of the step for
+	// exceeding its memory limit.
+	OOMKilled bool `json:"oom_killed,omitempty"`
+	// CPUMS is the CPU time the step's processes used, when accounted.
+	CPUMS       int64 `json:"cpu_ms,omitempty"`
+	OutputBytes int64 `json:"output_bytes"`
 	// Tests is nil when the recipe asked for no counting or none was found.
 	Tests *TestCounts `json:"tests,omitempty"`
 	// OutputTail is the last part of the step's output, bounded.

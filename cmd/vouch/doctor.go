@@ -141,5 +141,5 @@ func cgroupVersion() string {
 	if st.Type == unix.CGROUP2_SUPER_MAGIC {
 		return "v2 (unified)"
 	}
-	return "v1 (limits enforced by rlimits, not cgroups)"
+	return "v1 (controllers mounted separately)"
 }

@@ -297,3 +297,57 @@ func TestVerifyStepCannotTamperWithLaterStep(t *testing.T) {
 		t.Errorf("lint output %q: want base's lint to have run and found EVIL", out)
 	}
 }
+
+// TestVerifyGoToolchain runs the contract's own example recipe, `go test`
+// with `tests: go`, through the operator's Go toolchain: the toolchain is
+// bound read-only, the build cache lives in the sandbox's HOME, and every
+// test is counted from -json output.
+func TestVerifyGoToolchain(t *testing.T) {
+	requireBwrap(t)
+	goroot := "/usr/local/go"
+	if _, err := os.Stat(filepath.Join(goroot, "bin", "go")); err != nil {
+		t.Fatalf("the Go toolchain this test binds is missing: %v", err)
+	}
+	root := t.TempDir()
+	for _, d := range []string{filepath.Dir(root), root} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := sandbox.DefaultConfig()
+	cfg.WorkRoot = root
+	cfg.Defaults.Tmp = 512 << 20
+	cfg.Toolchains = map[string]sandbox.Toolchain{"go": {
+		Paths: []string{goroot},
+		Env:   map[string]string{"GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod", "GOPROXY": "off"},
+	}}
+	runner, err := sandbox.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := fixtures.NewRepo(t)
+	tree := fixtures.Files(map[string]string{
+		".vouch.yml": "version: 1\ntoolchains: [go]\nsteps:\n  - name: unit\n    run: [\"go\", \"test\", \"./...\"]\n    timeout: 5m\n    tests: go\n",
+		"go.mod":     "module example.com/demo\n\ngo 1.22\n",
+		"add.go":     "package demo\n\nfunc Add(a, b int) int { return a + b }\n",
+		"add_test.go": "package demo\n\nimport \"testing\"\n\n" +
+			"func TestAdd(t *testing.T) { if Add(2, 3) != 5 { t.Fatal(\"add\") } }\n" +
+			"func TestAddZero(t *testing.T) { if Add(0, 0) != 0 { t.Fatal(\"zero\") } }\n",
+	})
+	base := repo.Commit("base", tree)
+	head := repo.Commit("head", tree.With(fixtures.Files(map[string]string{"README": "x\n"})), base)
+	rc := verify(t, runner, repo.Dir, base, head)
+	if rc.Outcome != evidence.Pass || len(rc.Steps) != 1 {
+		t.Fatalf("Verify = %s %s (%s), want PASS; output:\n%s", rc.Outcome, rc.Reason, rc.Detail, tailOf(rc))
+	}
+	if c := rc.Steps[0].Tests; c == nil || c.Passed != 2 || c.Failed != 0 || c.Skipped != 0 {
+		t.Errorf("tests = %+v, want 2 passed", c)
+	}
+}
+
+func tailOf(rc evidence.Receipt) string {
+	if len(rc.Steps) == 0 {
+		return ""
+	}
+	return rc.Steps[len(rc.Steps)-1].OutputTail
+}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -124,33 +125,53 @@ func bwrapArgs(s launchSpec, links []rootLink) []string {
 // stepEnv is the whole environment of a step, as sorted KEY=VALUE pairs: the
 // sandbox's base variables, then the recipe's, which may override them.
 // Toolchain bin directories come first on PATH.
-func stepEnv(recipeEnv map[string]string, binds []roBind) ([]string, error) {
-	path := "/usr/local/bin:/usr/bin:/bin"
-	for i := len(binds) - 1; i >= 0; i-- {
-		bin := filepath.Join(binds[i].path, "bin")
-		if fi, err := os.Stat(bin); err == nil && fi.IsDir() {
-			path = bin + ":" + path
+func stepEnv(recipeEnv map[string]string, tcs []Toolchain) ([]string, error) {
+	var bins []string
+	for _, tc := range tcs {
+		if len(tc.Bin) > 0 {
+			bins = append(bins, tc.Bin...)
+			continue
+		}
+		for _, p := range tc.Paths {
+			bin := filepath.Join(p, "bin")
+			if fi, err := os.Stat(bin); err == nil && fi.IsDir() {
+				bins = append(bins, bin)
+			}
 		}
 	}
 	env := map[string]string{
-		"PATH":   path,
 		"HOME":   HomeDir,
-		"USER":   "vouch",
 		"TMPDIR": "/tmp",
 		"LANG":   "C.UTF-8",
-		"CI":     "true",
 		"PWD":    WorkDir, // bwrap sets it anyway
 	}
+	for _, tc := range tcs {
+		maps.Copy(env, tc.Env)
+	}
 	for k, v := range recipeEnv {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+		if !validEnvName(k) || strings.ContainsRune(v, 0) {
 			return nil, fmt.Errorf("recipe env %q: invalid name or value", k)
+		}
+		if reservedEnv[k] {
+			return nil, fmt.Errorf("recipe env %q: set by vouch, not by a recipe", k)
 		}
 		env[k] = v
 	}
+	env["PATH"] = strings.Join(append(bins, "/usr/local/bin", "/usr/bin", "/bin"), ":")
+	env["CI"] = "true"
 	out := make([]string, 0, len(env))
 	for k, v := range env {
 		out = append(out, k+"="+v)
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// reservedEnv are the variables vouch sets for every step; a recipe may not
+// change them (toolchains declare PATH entries through Bin instead).
+var reservedEnv = map[string]bool{"PATH": true, "HOME": true, "TMPDIR": true, "CI": true, "PWD": true}
+
+// validEnvName reports whether k can be an environment variable name.
+func validEnvName(k string) bool {
+	return k != "" && !strings.ContainsAny(k, "=\x00")
 }

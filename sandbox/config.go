@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,10 +54,21 @@ type Config struct {
 	CgroupParent string
 	// ProofTimeout bounds the wait for bwrap to report its child.
 	ProofTimeout time.Duration
-	// Toolchains maps a recipe toolchain name to a host directory that is bound
-	// read-only at the same path; its bin/ subdirectory, when present, is put
-	// first on PATH.
-	Toolchains map[string]string
+	// Toolchains are the operator's named read-only host mounts a recipe
+	// selects by name; a recipe can never name a host path itself.
+	Toolchains map[string]Toolchain
+}
+
+// Toolchain is one operator-configured set of read-only host directories,
+// e.g. "go": {Paths: ["/usr/local/go", "/var/cache/gomod"], Env: {"GOMODCACHE": "/var/cache/gomod", "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}}.
+type Toolchain struct {
+	// Paths are host directories bound read-only at the same path inside.
+	Paths []string
+	// Env is what the toolchain declares for the step's environment.
+	Env map[string]string
+	// Bin are directories put first on PATH; empty means each path's bin/
+	// subdirectory that exists.
+	Bin []string
 }
 
 // The defaults of DefaultConfig.
@@ -140,9 +152,19 @@ func (c Config) Validate() error {
 	if c.ProofTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("ProofTimeout: %v: must be positive", c.ProofTimeout))
 	}
-	for name, dir := range c.Toolchains {
-		if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || strings.ContainsAny(dir, "\x00") {
-			errs = append(errs, fmt.Errorf("Toolchains[%q]: %q: must be a clean absolute path", name, dir))
+	for name, tc := range c.Toolchains {
+		if len(tc.Paths) == 0 {
+			errs = append(errs, fmt.Errorf("Toolchains[%q]: no paths", name))
+		}
+		for _, dir := range append(slices.Clone(tc.Paths), tc.Bin...) {
+			if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || strings.ContainsAny(dir, "\x00:") || dir == "/" {
+				errs = append(errs, fmt.Errorf("Toolchains[%q]: %q: must be a clean absolute path other than /", name, dir))
+			}
+		}
+		for k, v := range tc.Env {
+			if !validEnvName(k) || strings.ContainsRune(v, 0) {
+				errs = append(errs, fmt.Errorf("Toolchains[%q].Env[%q]: invalid name or value", name, k))
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -81,11 +81,17 @@ func (r *Runner) Probe(ctx context.Context) (*Result, error) {
 // run is Run after the plan check: fill is what writes the workspace.
 func (r *Runner) run(ctx context.Context, log *slog.Logger, recipe gate.Recipe, fill func(*os.Root) error) (*Result, error) {
 	res := &Result{Provider: "bubblewrap", Seccomp: SeccompFacts{SHA256: r.filter.SHA256, Denied: slices.Clone(r.filter.Denied)}}
-	binds, err := r.toolchainBinds(recipe.Toolchains)
+	tcs, err := r.toolchains(recipe.Toolchains)
 	if err != nil {
 		return nil, err
 	}
-	env, err := stepEnv(recipe.Env, binds)
+	var binds []roBind
+	for _, tc := range tcs {
+		for _, p := range tc.Paths {
+			binds = append(binds, roBind{path: p})
+		}
+	}
+	env, err := stepEnv(recipe.Env, tcs)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidStep, err)
 	}
@@ -187,18 +193,17 @@ func (r *Runner) provider(ctx context.Context) (path, version string, perr *Proo
 	return path, strings.TrimSpace(stdout.String()), nil
 }
 
-// toolchainBinds maps the recipe's toolchain names to the operator's host
-// directories.
-func (r *Runner) toolchainBinds(names []string) ([]roBind, error) {
-	var binds []roBind
+// toolchains looks up the recipe's toolchain names in the operator's config.
+func (r *Runner) toolchains(names []string) ([]Toolchain, error) {
+	var tcs []Toolchain
 	for _, n := range names {
-		dir, ok := r.cfg.Toolchains[n]
+		tc, ok := r.cfg.Toolchains[n]
 		if !ok {
 			return nil, fmt.Errorf("%w: toolchain %q is not configured by the operator", ErrInvalidStep, n)
 		}
-		binds = append(binds, roBind{path: dir})
+		tcs = append(tcs, tc)
 	}
-	return binds, nil
+	return tcs, nil
 }
 
 // limitedBuffer keeps at most n bytes and discards the rest.

@@ -126,9 +126,11 @@ func TestRunToolchainBound(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(tc, "bin", "hello-tool"), []byte("#!/bin/sh\necho tool-ok\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r := testRunner(t, func(c *Config) { c.Toolchains = map[string]string{"demo": tc} })
+	r := testRunner(t, func(c *Config) {
+		c.Toolchains = map[string]Toolchain{"demo": {Paths: []string{tc}, Env: map[string]string{"DEMO_HOME": tc}}}
+	})
 	recipe := gate.Recipe{Version: 1, Toolchains: []string{"demo"}, Steps: []gate.Step{
-		{Name: "x", Run: []string{"sh", "-c", "hello-tool && ! touch " + tc + "/bin/w 2>/dev/null"}},
+		{Name: "x", Run: []string{"sh", "-c", "hello-tool && test \"$DEMO_HOME\" = " + tc + " && ! touch " + tc + "/bin/w 2>/dev/null"}},
 	}}
 	res, err := r.run(t.Context(), r.logger, recipe, writeFile("f", "x"))
 	if err != nil || res.Unproven != nil {

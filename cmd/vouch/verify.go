@@ -34,6 +34,8 @@ func runVerify(ctx context.Context, logger *slog.Logger, args []string, stdout, 
 		protect          listFlag
 	)
 	fs.Var(&protect, "protect", "operator-protected doublestar `GLOB` (repeatable)")
+	var toolchains listFlag
+	fs.Var(&toolchains, "toolchain", "operator toolchain `NAME=DIR[,DIR...]` a recipe may select, bound read-only (repeatable)")
 	fs.IntVar(&policy.MaxFiles, "max-files", policy.MaxFiles, "refuse heads with more files than this")
 	fs.Int64Var(&policy.MaxBytes, "max-bytes", policy.MaxBytes, "refuse heads with more blob bytes than this")
 	if err := fs.Parse(args); err != nil {
@@ -53,6 +55,17 @@ func runVerify(ctx context.Context, logger *slog.Logger, args []string, stdout, 
 		cfg.WorkRoot = *workRoot
 	}
 	cfg.KeepWorkspace = *keepWorkspace
+	for _, tc := range toolchains {
+		name, dirs, ok := strings.Cut(tc, "=")
+		if !ok || name == "" || dirs == "" {
+			fmt.Fprintf(stderr, "vouch verify: --toolchain %q: want NAME=DIR[,DIR...]\n", tc)
+			return exitUsage
+		}
+		if cfg.Toolchains == nil {
+			cfg.Toolchains = map[string]sandbox.Toolchain{}
+		}
+		cfg.Toolchains[name] = sandbox.Toolchain{Paths: strings.Split(dirs, ",")}
+	}
 	runner, err := sandbox.New(cfg, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "vouch verify: %v\n", err)

@@ -90,7 +90,7 @@ func renderComment(rc Receipt, lim commentLimits) string {
 // writeVerdict writes the first line, the marker, the human sentence and,
 // for STOP_AND_ASK, the block; all bounded by construction.
 func writeVerdict(b *strings.Builder, rc Receipt) {
-	fmt.Fprintf(b, "**vouch: %s** (%s)\n", oneLine(string(rc.Outcome), 64), oneLine(string(rc.Reason), 64))
+	fmt.Fprintf(b, "**vouch: %s** (%s)%s\n", oneLine(string(rc.Outcome), 64), oneLine(string(rc.Reason), 64), notIsolatedTag(rc))
 	b.WriteString(Marker(rc.Head) + "\n\n")
 	ask, ok := AskFor(rc)
 	if !ok {

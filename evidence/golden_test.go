@@ -43,6 +43,9 @@ func goldenReceipts() map[string]Receipt {
 			gate.Violation{Path: "vendor/lib", Rule: "gitlink"}), nil),
 		"stop_untrusted_author": AwaitApproval(admitted(unitStep), "author mallory is not a collaborator"),
 		"error_internal":        NewError(testBase, testHead, ReasonInternal, "disk full"),
+		"pass_trusted_development": Judge(admitted(unitStep), &sandbox.Result{
+			Provider: "none", Mode: sandbox.ModeTrustedDevelopment, Steps: []sandbox.StepResult{ran("unit", 0, goPass)},
+		}),
 	}
 }
 

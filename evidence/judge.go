@@ -62,7 +62,7 @@ func Judge(d *gate.Decision, r *sandbox.Result) Receipt {
 		}
 		return rc.verdict(Blocked, ReasonIsolationUnproven, detail)
 	}
-	if !rc.Sandbox.Isolated {
+	if !rc.Sandbox.Isolated && r.Mode != sandbox.ModeTrustedDevelopment {
 		return rc.verdict(Blocked, ReasonIsolationUnproven, "isolation unproven: "+rc.Sandbox.Error)
 	}
 	steps := d.Recipe.Steps
@@ -148,6 +148,10 @@ func addSandbox(rc *Receipt, r *sandbox.Result, recipe *gate.Recipe) {
 	rc.Executed = len(r.Steps) > 0
 	rc.Sandbox.Provider = r.Provider
 	rc.Sandbox.Version = r.Version
+	rc.Sandbox.Mode = "isolated"
+	if r.Mode == sandbox.ModeTrustedDevelopment {
+		rc.Sandbox.Mode = string(sandbox.ModeTrustedDevelopment)
+	}
 	rc.Sandbox.Path = r.Path
 	rc.Sandbox.SHA256 = r.SHA256
 	for k, p := range r.Namespaces {

@@ -41,9 +41,12 @@ type SandboxFacts struct {
 	Provider string `json:"provider"`
 	Version  string `json:"version"`
 	// Path and SHA256 identify the provider binary that was run.
-	Path       string                           `json:"path,omitempty"`
-	SHA256     string                           `json:"sha256,omitempty"`
-	Isolated   bool                             `json:"isolated"`
+	Path     string `json:"path,omitempty"`
+	SHA256   string `json:"sha256,omitempty"`
+	Isolated bool   `json:"isolated"`
+	// Mode is "isolated", or "trusted-development" when the operator chose
+	// to run steps without isolation.
+	Mode       string                           `json:"mode,omitempty"`
 	Namespaces map[string]sandbox.NamespacePair `json:"namespaces"`
 	Limits     []sandbox.AppliedLimit           `json:"limits,omitempty"`
 	// Seccomp identifies the syscall filter the launched steps ran under.

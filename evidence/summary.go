@@ -21,7 +21,7 @@ func Summary(rc Receipt) string {
 	var b strings.Builder
 	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 
-	line("vouch: %s (%s)", oneLine(string(rc.Outcome), 64), oneLine(string(rc.Reason), 64))
+	line("vouch: %s (%s)%s", oneLine(string(rc.Outcome), 64), oneLine(string(rc.Reason), 64), notIsolatedTag(rc))
 	if ask, ok := AskFor(rc); ok {
 		line("  %s", strings.ReplaceAll(ask.Sentence, "`", ""))
 	} else {

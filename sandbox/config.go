@@ -54,6 +54,10 @@ type Config struct {
 	CgroupParent string
 	// ProofTimeout bounds the wait for bwrap to report its child.
 	ProofTimeout time.Duration
+	// Mode is ModeIsolated (the zero value) unless the operator explicitly
+	// chooses ModeTrustedDevelopment. Nothing switches it on by default or
+	// as a fallback, and a recipe cannot.
+	Mode Mode
 	// Toolchains are the operator's named read-only host mounts a recipe
 	// selects by name; a recipe can never name a host path itself.
 	Toolchains map[string]Toolchain
@@ -167,5 +171,21 @@ func (c Config) Validate() error {
 			}
 		}
 	}
+	if c.Mode != ModeIsolated && c.Mode != ModeTrustedDevelopment {
+		errs = append(errs, fmt.Errorf("Mode: %q: must be empty (isolated) or %q", c.Mode, ModeTrustedDevelopment))
+	}
 	return errors.Join(errs...)
 }
+
+// Mode says how steps run.
+type Mode string
+
+// The modes. ModeIsolated is the zero value.
+const (
+	// ModeIsolated runs every step in a proven bubblewrap sandbox.
+	ModeIsolated Mode = ""
+	// ModeTrustedDevelopment runs steps WITHOUT isolation, for an operator
+	// who trusts every author (local development on a host without user
+	// namespaces). Every piece of evidence then says NOT ISOLATED.
+	ModeTrustedDevelopment Mode = "trusted-development"
+)

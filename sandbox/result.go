@@ -24,6 +24,8 @@ type Result struct {
 	SHA256 string
 	// Isolated is true only when every launched step was proven isolated.
 	Isolated bool
+	// Mode is the operator's mode; ModeTrustedDevelopment runs never isolate.
+	Mode Mode
 	// Namespaces holds the proof of the first step (every step is proven).
 	Namespaces map[string]NamespacePair
 	// Limits records each limit applied and the mechanism that enforced it.

@@ -100,6 +100,9 @@ func (r *Runner) run(ctx context.Context, log *slog.Logger, recipe gate.Recipe, 
 			return nil, fmt.Errorf("%w: step %q: empty argv or NUL byte", ErrInvalidStep, st.Name)
 		}
 	}
+	if r.cfg.Mode == ModeTrustedDevelopment {
+		return r.runTrusted(ctx, log, recipe, fill, env)
+	}
 	path, version, perr := r.provider(ctx)
 	res.Path, res.Version = path, version
 	if path != "" {

@@ -192,3 +192,37 @@ func tail(s string) string {
 	}
 	return s
 }
+
+// TestVerifyTrustedDevelopment: only the explicit flag runs steps without a
+// sandbox, and then the summary and the receipt say so.
+func TestVerifyTrustedDevelopment(t *testing.T) {
+	t.Setenv("VOUCH_BWRAP", filepath.Join(t.TempDir(), "no-bwrap"))
+	dir, base, head := demoRepo(t)
+	receipt := filepath.Join(t.TempDir(), "r.json")
+	code, stdout, stderr := vouch(t, "verify", "--repo", dir, "--base", base, "--head", head,
+		"--work-root", traversable(t), "--receipt", receipt, "--trusted-development")
+	if code != 0 || !strings.Contains(stdout, "NOT ISOLATED") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want PASS saying NOT ISOLATED", code, stdout, stderr)
+	}
+	data, err := os.ReadFile(receipt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rc struct {
+		Sandbox struct {
+			Isolated bool   `json:"isolated"`
+			Mode     string `json:"mode"`
+		} `json:"sandbox"`
+	}
+	if err := json.Unmarshal(data, &rc); err != nil {
+		t.Fatal(err)
+	}
+	if rc.Sandbox.Isolated || rc.Sandbox.Mode != "trusted-development" {
+		t.Errorf("receipt sandbox = %+v, want isolated false, mode trusted-development", rc.Sandbox)
+	}
+	// Without the flag the same missing bwrap is BLOCKED, never a fallback.
+	code, stdout, _ = vouch(t, "verify", "--repo", dir, "--base", base, "--head", head, "--work-root", traversable(t))
+	if code != 4 || !strings.HasSuffix(stdout, "OUTCOME=BLOCKED\nREASON=ISOLATION_UNPROVEN\n") {
+		t.Errorf("without the flag: exit %d, stdout ends %q; want BLOCKED ISOLATION_UNPROVEN", code, tail(stdout))
+	}
+}

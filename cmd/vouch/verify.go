@@ -30,6 +30,7 @@ func runVerify(ctx context.Context, logger *slog.Logger, args []string, stdout, 
 		commentPath      = fs.String("comment", "", "write the Markdown comment to `FILE`")
 		workRoot         = fs.String("work-root", "", "parent `DIR` of sandbox workspaces (default: system temp)")
 		keepWorkspace    = fs.Bool("keep-workspace", false, "keep the workspace after the run (debugging)")
+		trustedDev       = fs.Bool("trusted-development", false, "run steps WITHOUT isolation (operator's explicit choice; every result says NOT ISOLATED)")
 		policy           = gate.DefaultPolicy()
 		protect          listFlag
 	)
@@ -55,6 +56,9 @@ func runVerify(ctx context.Context, logger *slog.Logger, args []string, stdout, 
 		cfg.WorkRoot = *workRoot
 	}
 	cfg.KeepWorkspace = *keepWorkspace
+	if *trustedDev {
+		cfg.Mode = sandbox.ModeTrustedDevelopment
+	}
 	for _, tc := range toolchains {
 		name, dirs, ok := strings.Cut(tc, "=")
 		if !ok || name == "" || dirs == "" {

@@ -256,12 +256,18 @@ func stateOf(t *testing.T, path string) fileState {
 	switch {
 	case fi.Mode().IsRegular():
 		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrPermission) {
+			break // unprivileged run: size, times and mode still show a change
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		s.sum = sha256.Sum256(b)
 	case fi.IsDir():
 		entries, err := os.ReadDir(path)
+		if errors.Is(err, fs.ErrPermission) {
+			break
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -426,8 +432,13 @@ func TestHostileProcOfVouch(t *testing.T) {
 			t.Errorf("vouch's environment variable %s readable from the sandbox", strings.SplitN(kv, "=", 2)[0])
 		}
 	}
-	if strings.Contains(out, cwd) {
-		t.Errorf("vouch's working directory %s visible from the sandbox", cwd)
+	switch cwd {
+	case "/", "/tmp", "/work", "/home/vouch", "/usr":
+		t.Logf("vouch's working directory %s exists in the sandbox by design; not checked", cwd)
+	default:
+		if strings.Contains(out, cwd) {
+			t.Errorf("vouch's working directory %s visible from the sandbox", cwd)
+		}
 	}
 	if os.Getpid() > 100 && !strings.Contains(out, "absent /proc/"+pid) {
 		t.Errorf("vouch's pid %s exists in the step's pid namespace", pid)

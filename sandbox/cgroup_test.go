@@ -24,6 +24,11 @@ func requireCgroup(tb testing.TB, r *Runner, c string) {
 	if err := os.MkdirAll(r.cgroups.parent[c], 0o755); err != nil {
 		tb.Skipf("%s cgroup not writable here: %v", c, err)
 	}
+	probe, err := os.MkdirTemp(r.cgroups.parent[c], "probe-")
+	if err != nil {
+		tb.Skipf("%s cgroup not writable here: %v", c, err)
+	}
+	os.Remove(probe)
 }
 
 // mechanismOf returns the mechanism recorded for the limit named name.

@@ -15,17 +15,20 @@ demo:
 ## test: the whole suite with real git, real bwrap; brief fuzzing.
 test: lint gitea
 	$(GO) test -count=1 -race $(PKGS)
+	GO=$(GO) sh fixtures/unprivileged.sh
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 20000x ./forge/gitea/
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 20000x ./forge/github/
 	$(GO) test -run '^$$' -fuzz FuzzCountTests -fuzztime 20000x ./evidence/
 
 ## bench: the benchmarks named in the issues.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 20x ./gate/ ./sandbox/
-	$(GO) test -run '^$$' -bench . -benchmem ./forge/gitea/
+	$(GO) test -run '^$$' -bench . -benchmem ./forge/gitea/ ./forge/github/
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzCountTests -fuzztime 2m ./evidence/
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 2m ./forge/gitea/
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 2m ./forge/github/
 
 ## gitea: build the Gitea server the forge tests run against, once (cached in ~/.cache/vouch).
 ## Under CI=true a failed build fails; elsewhere the Gitea tests then skip.

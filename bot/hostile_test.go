@@ -960,6 +960,16 @@ func TestHostileSymlinksPlantedDuringRun(t *testing.T) {
 		a := a
 		a.keep = true
 		_, out, work := runAttack(t, a)
+		// The kept workspace holds a mode-000 directory: open it up before
+		// the temp dir is removed (root would not need this; nobody does).
+		t.Cleanup(func() {
+			filepath.WalkDir(work, func(p string, d fs.DirEntry, err error) error { //nolint:errcheck // best effort
+				if d != nil && d.IsDir() && d.Type()&fs.ModeSymlink == 0 {
+					os.Chmod(p, 0o700) //nolint:errcheck // best effort
+				}
+				return nil
+			})
+		})
 		if !strings.Contains(out, "planted") || !strings.Contains(out, "Invalid cross-device link") {
 			t.Errorf("step output %q: want it planted and the hardlink refused with EXDEV", out)
 		}

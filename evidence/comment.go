@@ -59,22 +59,33 @@ func Marker(head string) string {
 // inert. The result is at most MaxComment bytes: output tails are trimmed
 // first, then path lists, never the verdict or the STOP_AND_ASK block.
 func Comment(rc Receipt) string {
+	return comment(rc, Marker(rc.Head))
+}
+
+// RunComment is Comment with the RunMarker of repo's pull request pr on its
+// second line, so that the service finds the comment of each head again.
+func RunComment(repo string, pr int, rc Receipt) string {
+	return comment(rc, RunMarker(repo, pr, rc.Head))
+}
+
+// comment renders rc with the given marker line.
+func comment(rc Receipt, marker string) string {
 	for _, lim := range commentLevels {
-		if s := renderComment(rc, lim); len(s) <= MaxComment {
+		if s := renderComment(rc, marker, lim); len(s) <= MaxComment {
 			return s
 		}
 	}
 	var b strings.Builder
-	writeVerdict(&b, rc)
+	writeVerdict(&b, rc, marker)
 	writeSHAs(&b, rc)
 	b.WriteString("The rest of this report does not fit in a comment; the receipt has it.\n")
 	return headString(b.String(), MaxComment)
 }
 
 // renderComment renders the whole comment within lim.
-func renderComment(rc Receipt, lim commentLimits) string {
+func renderComment(rc Receipt, marker string, lim commentLimits) string {
 	var b strings.Builder
-	writeVerdict(&b, rc)
+	writeVerdict(&b, rc, marker)
 	if rc.Detail != "" && lim.detail > 0 {
 		b.WriteString("Detail:\n\n")
 		b.WriteString(fenced(defuse(multiLine(bound(rc.Detail, lim.detail)))))
@@ -89,9 +100,9 @@ func renderComment(rc Receipt, lim commentLimits) string {
 
 // writeVerdict writes the first line, the marker, the human sentence and,
 // for STOP_AND_ASK, the block; all bounded by construction.
-func writeVerdict(b *strings.Builder, rc Receipt) {
+func writeVerdict(b *strings.Builder, rc Receipt, marker string) {
 	fmt.Fprintf(b, "**vouch: %s** (%s)%s\n", oneLine(string(rc.Outcome), 64), oneLine(string(rc.Reason), 64), notIsolatedTag(rc))
-	b.WriteString(Marker(rc.Head) + "\n\n")
+	b.WriteString(marker + "\n\n")
 	ask, ok := AskFor(rc)
 	if !ok {
 		b.WriteString(outcomeSentence(rc.Outcome) + "\n\n")

@@ -347,6 +347,12 @@ func (l *launcher) bound(s launchSpec) (bounds, *ProofError) {
 	if err != nil {
 		return bounds{}, &ProofError{Cause: err.Error()}
 	}
+	// When memory runs out in a cgroup vouch shares (its own, or the host),
+	// the kernel must pick the step, not vouch: tmpfs pages belong to no
+	// process, so without this the largest process — vouch — dies.
+	if err := preferOOMKill(l.childPid, l.cmd.Process.Pid); err != nil {
+		return bounds{}, &ProofError{Cause: err.Error()}
+	}
 	for _, a := range b.applied {
 		if a.Mechanism == "rlimit:AS" || a.Mechanism == "rlimit:CPU" || (a.Name == "pids" && a.Mechanism == "rlimit:NPROC") {
 			l.logger.Info("limit falls back to an rlimit", "limit", a.Name, "mechanism", a.Mechanism, "why", cg.whyFor(a.Name))

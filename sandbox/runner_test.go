@@ -200,3 +200,22 @@ func TestSetuidLeftInWorkspaceUnreachable(t *testing.T) {
 		t.Errorf("running it as nobody: %v %s, want permission denied", err, out)
 	}
 }
+
+// TestStepIsFirstForTheOOMKiller: every process of the step starts with
+// oom_score_adj 1000, so under memory pressure the kernel kills the step
+// before vouch. (Without CAP_SYS_RESOURCE vouch cannot set a floor: a
+// hostile step can lower its own value back to 0, vouch's level; the
+// step's memory cgroup, which also charges its tmpfs pages, is the bound.)
+func TestStepIsFirstForTheOOMKiller(t *testing.T) {
+	r := testRunner(t, nil)
+	recipe := gate.Recipe{Version: 1, Steps: []gate.Step{{Name: "oom",
+		Run: []string{"sh", "-c", "cat /proc/self/oom_score_adj"}}}}
+	res, err := r.run(t.Context(), r.logger, recipe, func(*os.Root) error { return nil })
+	if err != nil || res.Unproven != nil || len(res.Steps) != 1 {
+		t.Fatalf("run = %+v, %v", res, err)
+	}
+	out := string(res.Steps[0].Output)
+	if out != "1000\n" {
+		t.Errorf("step output %q: want oom_score_adj 1000", out)
+	}
+}

@@ -22,6 +22,10 @@ import (
 func (r *Runner) runTrusted(ctx context.Context, log *slog.Logger, recipe gate.Recipe, fill func(*os.Root) error, env []string) (*Result, error) {
 	res := &Result{Provider: "none", Mode: ModeTrustedDevelopment}
 	log.Warn("trusted-development mode: steps run WITHOUT isolation")
+	if recipe.Limits.Memory > 0 || recipe.Limits.Pids > 0 || recipe.Limits.Tmp > 0 {
+		res.Unproven = &ProofError{Cause: "the recipe asks for memory, pids or tmp limits, which trusted-development mode cannot enforce"}
+		return res, nil
+	}
 	limits := effectiveLimits(recipe.Limits, r.cfg.Defaults, r.cfg.Max)
 	res.Limits = []AppliedLimit{
 		{Name: "output", Value: limits.Output, Mechanism: "vouch:output-kill"},

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // workspace is one step's fresh directory, bound at WorkDir. Every
@@ -27,6 +28,9 @@ type workspace struct {
 func newWorkspace(workRoot string, gid int) (*workspace, error) {
 	if err := os.MkdirAll(workRoot, 0o711); err != nil {
 		return nil, fmt.Errorf("create work root %s: %w", workRoot, err)
+	}
+	if err := ownedWorkRoot(workRoot); err != nil {
+		return nil, err
 	}
 	guard, err := os.MkdirTemp(workRoot, "run-")
 	if err != nil {
@@ -94,6 +98,27 @@ func (w *workspace) remove() error {
 	w.root.Close()
 	if err := parent.RemoveAll(name); err != nil {
 		return fmt.Errorf("remove workspace %s: %w", w.dir, err)
+	}
+	return nil
+}
+
+// ownedWorkRoot refuses a work root someone else could rearrange: it must be
+// a real directory (not a symlink) owned by vouch's user and writable by no
+// one else, or another local user could swap a workspace for their own tree
+// between its preparation and bwrap's bind.
+func ownedWorkRoot(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("work root %s: %w", dir, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("work root %s is not a directory (a symlink?)", dir)
+	case !ok || int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("work root %s is not owned by vouch's user (uid %d)", dir, os.Geteuid())
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("work root %s is writable by group or others (%v)", dir, fi.Mode().Perm())
 	}
 	return nil
 }

@@ -55,3 +55,39 @@ func TestWorkspaceNeverFollowsSymlinks(t *testing.T) {
 		t.Errorf("removal reached through a symlink: %q, %v", b, err)
 	}
 }
+
+// TestWorkRootMustBeOwned: a work root another user owns, a group- or
+// world-writable one, or a symlink is refused before any workspace is made.
+func TestWorkRootMustBeOwned(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create a directory owned by another user")
+	}
+	base := t.TempDir()
+	foreign := filepath.Join(base, "foreign")
+	writable := filepath.Join(base, "writable")
+	link := filepath.Join(base, "link")
+	for _, d := range []string{foreign, writable} {
+		if err := os.Mkdir(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(foreign, DefaultUID, DefaultGID); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(writable, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(writable, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{foreign, writable, link} {
+		if ws, err := newWorkspace(d, DefaultGID); err == nil {
+			ws.remove()
+			t.Errorf("newWorkspace(%s) accepted an untrusted work root", d)
+		}
+		entries, _ := os.ReadDir(d)
+		if len(entries) != 0 {
+			t.Errorf("%s holds %v: a workspace was made", d, entries)
+		}
+	}
+}

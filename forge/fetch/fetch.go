@@ -90,7 +90,7 @@ func (c *Cache) Fetch(ctx context.Context, src forge.FetchSource, shas ...string
 	if u.User != nil {
 		return nil, fmt.Errorf("fetch %s: clone URL carries credentials; pass them in the source's Username and Token", u.Redacted())
 	}
-	if u.Scheme != "https" && u.Scheme != "http" && u.Scheme != "file" {
+	if u.Scheme != "https" && u.Scheme != "http" { // no file://: a URL must not reach the host's disk
 		return nil, fmt.Errorf("fetch %s: unsupported scheme %q", u.Redacted(), u.Scheme)
 	}
 	where := u.String()

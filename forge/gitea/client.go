@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -153,7 +154,8 @@ func toPullRequest(repo forge.Repo, pr *sdk.PullRequest) forge.PullRequest {
 	}
 	if b := pr.Base; b != nil {
 		out.BaseRef, out.BaseSHA = b.Ref, strings.ToLower(b.Sha)
-		if b.Repository != nil && out.Repo.CloneURL == "" {
+		if b.Repository != nil {
+			// The forge's answer, never what a webhook payload said.
 			out.Repo.CloneURL = b.Repository.CloneURL
 		}
 	}
@@ -163,7 +165,9 @@ func toPullRequest(repo forge.Repo, pr *sdk.PullRequest) forge.PullRequest {
 			out.HeadRepo = forge.Repo{Owner: r.Owner.UserName, Name: r.Name, CloneURL: r.CloneURL}
 		}
 	}
-	out.Fork = out.HeadRepo != (forge.Repo{}) &&
+	// A pull request whose head repository is gone (a deleted fork) counts
+	// as a fork: nothing shows it came from the base repository.
+	out.Fork = out.HeadRepo == (forge.Repo{}) ||
 		!(strings.EqualFold(out.HeadRepo.Owner, repo.Owner) && strings.EqualFold(out.HeadRepo.Name, repo.Name))
 	return out
 }
@@ -298,14 +302,13 @@ func (c *Client) FetchSource(ctx context.Context, pr *forge.PullRequest) (forge.
 	if err != nil {
 		return forge.FetchSource{}, fmt.Errorf("fetch source for %s#%d: %w", pr.Repo.FullName(), pr.Number, err)
 	}
-	u := pr.Repo.CloneURL
-	if u == "" {
-		r, resp, err := c.api(ctx).GetRepo(pr.Repo.Owner, pr.Repo.Name)
-		if err != nil {
-			return forge.FetchSource{}, c.mapErr(fmt.Sprintf("fetch source for %s#%d", pr.Repo.FullName(), pr.Number), resp, err)
-		}
-		u = r.CloneURL
+	// The URL the token goes to is built from the configured server, never
+	// taken from a payload or an API answer: a clone URL naming another host
+	// would carry the bot's token there.
+	if !validName(pr.Repo.Owner) || !validName(pr.Repo.Name) {
+		return forge.FetchSource{}, fmt.Errorf("fetch source: bad repository name %q", pr.Repo.FullName())
 	}
+	u := c.baseURL + "/" + url.PathEscape(pr.Repo.Owner) + "/" + url.PathEscape(pr.Repo.Name) + ".git"
 	refs := []string{fmt.Sprintf("refs/pull/%d/head", pr.Number)}
 	if pr.BaseRef != "" {
 		refs = append(refs, "refs/heads/"+pr.BaseRef)
@@ -344,4 +347,18 @@ func retryAt(v string, now time.Time) time.Time {
 		return t
 	}
 	return now.Add(time.Minute)
+}
+
+// validName reports whether s can be a Gitea owner or repository name: no
+// path separators, no dot-only names, nothing a URL could reinterpret.
+func validName(s string) bool {
+	if s == "" || s == "." || s == ".." || len(s) > 255 {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
 }

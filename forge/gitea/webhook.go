@@ -115,8 +115,12 @@ func (w *Webhook) verify(header http.Header, body []byte) error {
 	if len(sigs) > 1 {
 		return fmt.Errorf("%w: %d %s headers", forge.ErrBadSignature, len(sigs), name)
 	}
+	// The length is checked before decoding: hex.Decode writes len/2 bytes.
 	got := make([]byte, sha256.Size)
-	if n, err := hex.Decode(got, []byte(sigs[0])); err != nil || n != sha256.Size || len(sigs[0]) != 2*sha256.Size {
+	if len(sigs[0]) != 2*sha256.Size {
+		return fmt.Errorf("%w: %s is not a hex HMAC-SHA256", forge.ErrBadSignature, name)
+	}
+	if n, err := hex.Decode(got, []byte(sigs[0])); err != nil || n != sha256.Size {
 		return fmt.Errorf("%w: %s is not a hex HMAC-SHA256", forge.ErrBadSignature, name)
 	}
 	mac := hmac.New(sha256.New, w.secret)

@@ -104,7 +104,7 @@ func setupApp(tb testing.TB, opts ...Option) (*Client, *fakeAPI, *fakeApp) {
 		writeJSON(tb, w, 201, fmt.Sprintf(`{"token":"ghs_%d","expires_at":%q,"permissions":{"pull_requests":"write"}}`,
 			n, app.clock.Now().Add(time.Hour).Format(time.RFC3339)))
 	})
-	opts = append([]Option{WithClock(app.clock)}, opts...)
+	opts = append([]Option{WithClock(app.clock), WithGitOrigin("https://github.com")}, opts...)
 	c, err := NewAppClient(api.BaseURL(), testAppID, testInstallationID, testKeyPEM(tb), opts...)
 	if err != nil {
 		tb.Fatal(err)

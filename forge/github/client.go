@@ -29,6 +29,8 @@ type Client struct {
 	tokens  tokenSource
 	clock   Clock
 	maxWait time.Duration
+	// gitOrigin is the only scheme://host FetchSource hands the token to.
+	gitOrigin string
 
 	loginMu  sync.Mutex
 	login    string                                    // the bot's login, once known
@@ -46,7 +48,13 @@ type options struct {
 	botLogin   string
 	maxWait    time.Duration
 	userAgent  string
+	gitOrigin  string
 }
+
+// WithGitOrigin sets the scheme://host the token may be sent to for git
+// fetches (default: https://github.com for api.github.com, else the API's
+// own scheme://host, as on GitHub Enterprise Server).
+func WithGitOrigin(origin string) Option { return func(o *options) { o.gitOrigin = origin } }
 
 // WithHTTPClient sets the HTTP client whose transport, timeout and
 // redirect policy requests use (default: a 30 s timeout over
@@ -156,7 +164,14 @@ func collect(opts []Option) options {
 
 func newClient(u *url.URL, o options, tokens tokenSource) *Client {
 	auth := &authTransport{next: baseTransport(o.httpClient), api: u, tokens: tokens}
-	return &Client{gh: newGitHub(u, o, auth), tokens: tokens, clock: o.clock, maxWait: o.maxWait, login: o.botLogin}
+	origin := o.gitOrigin
+	if origin == "" {
+		origin = u.Scheme + "://" + u.Host
+		if strings.EqualFold(u.Host, "api.github.com") {
+			origin = "https://github.com"
+		}
+	}
+	return &Client{gh: newGitHub(u, o, auth), tokens: tokens, clock: o.clock, maxWait: o.maxWait, login: o.botLogin, gitOrigin: strings.TrimRight(origin, "/")}
 }
 
 // newGitHub wires a go-github client to u through rt, with rate limits

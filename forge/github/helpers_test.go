@@ -155,7 +155,7 @@ func setup(tb testing.TB, opts ...Option) (*Client, *fakeAPI, *fakeClock) {
 	tb.Helper()
 	api := newFakeAPI(tb)
 	clock := newFakeClock()
-	opts = append([]Option{WithClock(clock)}, opts...)
+	opts = append([]Option{WithClock(clock), WithGitOrigin("https://github.com")}, opts...)
 	c, err := NewTokenClient(api.BaseURL(), "ghp_testtoken", opts...)
 	if err != nil {
 		tb.Fatal(err)

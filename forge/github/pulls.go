@@ -109,6 +109,11 @@ func (c *Client) FetchSource(ctx context.Context, pr *forge.PullRequest) (forge.
 		return forge.FetchSource{}, fmt.Errorf("github: fetch source %s#%d: clone url is not http(s)", pr.Repo.FullName(), pr.Number)
 	}
 	u.User = nil // never carry credentials in a URL
+	// The token goes only to the configured git origin: a clone URL from a
+	// payload or an answer naming another host would carry it there.
+	if !strings.EqualFold(u.Scheme+"://"+u.Host, c.gitOrigin) {
+		return forge.FetchSource{}, fmt.Errorf("github: fetch source %s#%d: clone url host %q is not the configured git origin %q", pr.Repo.FullName(), pr.Number, u.Host, c.gitOrigin)
+	}
 	tok, err := c.tokens.Token(ctx)
 	if err != nil {
 		return forge.FetchSource{}, fmt.Errorf("github: fetch source %s#%d: %w", pr.Repo.FullName(), pr.Number, mapError(err, c.clock.Now()))

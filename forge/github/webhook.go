@@ -56,6 +56,14 @@ func (w *Webhook) Parse(header http.Header, body []byte) (*forge.Event, error) {
 	if err := w.verify(header, body); err != nil {
 		return nil, err
 	}
+	// Gitea and Forgejo also send X-Hub-Signature-256: a delivery of theirs
+	// that verifies here (same secret on both endpoints) must not be read as
+	// a GitHub repository's event.
+	for name := range header {
+		if n := strings.ToLower(name); strings.HasPrefix(n, "x-gitea-") || strings.HasPrefix(n, "x-forgejo-") || strings.HasPrefix(n, "x-gogs-") {
+			return nil, fmt.Errorf("%w: a Gitea/Forgejo delivery (%s) on the GitHub endpoint", forge.ErrMalformed, name)
+		}
+	}
 	delivery := header.Get(headerDelivery)
 	switch name := header.Get(headerEvent); name {
 	case "pull_request":

@@ -31,21 +31,29 @@ const maxViolations = 1000
 // order, and the first that refuses wins: the recipe (NO_TRUSTED_RECIPE,
 // INVALID_RECIPE), protected paths (PROTECTED_PATH_CHANGED), tree safety
 // (UNSAFE_TREE). Changed paths are computed whenever the trees allow it:
-// a head tree over MaxFiles stops the walk, leaves Changed empty and is
-// refused as UNSAFE_TREE (after any recipe refusal).
+// a head tree over a bound of the policy (MaxFiles, and the tree-object
+// bytes derived from it) or one that cannot be read stops the walk, leaves
+// Changed empty and is refused as UNSAFE_TREE (after any recipe refusal).
+//
+// A protected path is refused when merge-base..head changes it, and also
+// when it merely differs between base and head (rule suffixed
+// " (differs from base)"): a head based on an old ancestor of base would
+// otherwise run an old version of protected tooling that it never touched.
 //
 // A returned error means no decision could be reached: an unknown revision,
-// no common ancestor, an invalid policy, a damaged repository or ctx done.
-// The plan of an admitted Decision reads objects from repo, which must stay
-// open while the plan is used.
+// no common ancestor, an invalid policy, an unreadable object outside
+// head's tree (base's recipe, base's trees), the file system, or ctx done.
+// Problems of head's tree objects are refusals, not errors. The plan of an
+// admitted Decision reads objects from repo, which must stay open while the
+// plan is used.
 func Decide(ctx context.Context, repo *git.Repository, baseRev, headRev string, policy Policy) (*Decision, error) {
 	if err := policy.Validate(); err != nil {
 		return nil, err
 	}
 	policy = policy.withDefaults()
-	objs := openObjects(repo.Storer)
+	objs := openObjects(ctx, repo.Storer)
 	defer objs.close()
-	r := newTreeReader(ctx, objs)
+	r := newTreeReader(ctx, objs, decideBaseBytes, baseCacheSize)
 	fast := fastStorer{repo.Storer, r.rd}
 	base, err := resolveCommit(repo, fast, "--base", baseRev)
 	if err != nil {
@@ -63,10 +71,12 @@ func Decide(ctx context.Context, repo *git.Repository, baseRev, headRev string, 
 	// Tree safety first: it bounds the head tree the diff below may list.
 	// Helpers load head's trees ahead of the walk, which stays sequential
 	// so its findings do not depend on scheduling.
+	r.limitHead(policy)
 	stop := r.prefetchAll(head.TreeHash, min(runtime.GOMAXPROCS(0)-1, maxPrefetchers))
-	w := &safetyWalk{r: r, maxFiles: policy.MaxFiles, maxBytes: policy.MaxBytes}
+	w := newSafetyWalk(r, policy)
 	err = w.walk("", 0, head.TreeHash)
 	stop()
+	r.limitTrusted()
 	if err != nil {
 		return nil, fmt.Errorf("check head tree %s: %w", d.Head, err)
 	}
@@ -86,14 +96,16 @@ func Decide(ctx context.Context, repo *git.Repository, baseRev, headRev string, 
 	}
 	d.Recipe = rc
 
-	rules, err := r.protectionRules(base.TreeHash, rc, policy.Protected)
-	if err != nil {
-		return nil, fmt.Errorf("protected paths of base %s: %w", d.Base, err)
-	}
-	if vs := violations(d.Changed, rules); len(vs) > 0 {
-		d.Refusal = RefusalProtectedPath
-		d.Violations, d.Detail = capViolations(vs, fmt.Sprintf("%d protected path(s) changed, first %s (%s)", len(vs), vs[0].Path, vs[0].Rule))
-		return d, nil
+	if !w.aborted {
+		vs, err := r.protectedChanges(base.TreeHash, mb.TreeHash, head.TreeHash, d.Changed, rc, policy.Protected)
+		if err != nil {
+			return nil, fmt.Errorf("protected paths of base %s: %w", d.Base, err)
+		}
+		if len(vs) > 0 {
+			d.Refusal = RefusalProtectedPath
+			d.Violations, d.Detail = capViolations(vs, fmt.Sprintf("%d protected path(s) changed, first %s (%s)", len(vs), vs[0].Path, vs[0].Rule))
+			return d, nil
+		}
 	}
 	if len(w.found) > 0 {
 		slices.SortStableFunc(w.found, func(a, b finding) int { return strings.Compare(a.v.Path, b.v.Path) })
@@ -102,7 +114,7 @@ func Decide(ctx context.Context, repo *git.Repository, baseRev, headRev string, 
 		for i, f := range w.found {
 			vs[i] = f.v
 			if i < cap(whys) {
-				whys = append(whys, f.v.Path+": "+f.why)
+				whys = append(whys, displayPath(f.v.Path)+": "+f.why)
 			}
 		}
 		d.Refusal = RefusalUnsafeTree
@@ -111,6 +123,33 @@ func Decide(ctx context.Context, repo *git.Repository, baseRev, headRev string, 
 	}
 	d.plan = &Plan{recipe: withGoJSON(rc.clone()), head: d.Head, tree: head.TreeHash, store: repo.Storer, files: w.files, bytes: w.bytes}
 	return d, nil
+}
+
+// protectedChanges lists the protected paths head changes, by path: those
+// in changed (merge-base..head) and, with the rule suffixed
+// " (differs from base)", those that differ between base and head only.
+func (r *treeReader) protectedChanges(baseRoot, mbRoot, headRoot plumbing.Hash, changed []string, rc *Recipe, operator []string) ([]Violation, error) {
+	rules, err := r.protectionRules(baseRoot, rc, operator)
+	if err != nil {
+		return nil, err
+	}
+	vs := violations(changed, rules, "")
+	if baseRoot == mbRoot {
+		return vs, nil
+	}
+	fromBase, err := r.changedPaths(baseRoot, headRoot)
+	if err != nil {
+		return nil, fmt.Errorf("diff base..head: %w", err)
+	}
+	fromBase = slices.DeleteFunc(fromBase, func(p string) bool {
+		_, in := slices.BinarySearch(changed, p)
+		return in
+	})
+	if more := violations(fromBase, rules, " (differs from base)"); len(more) > 0 {
+		vs = append(vs, more...)
+		slices.SortStableFunc(vs, func(a, b Violation) int { return strings.Compare(a.Path, b.Path) })
+	}
+	return vs, nil
 }
 
 // capViolations keeps the first maxViolations and says how many were left off.
@@ -172,7 +211,7 @@ func (r *treeReader) readRecipe(baseRoot plumbing.Hash, d *Decision) (*Recipe, R
 	case filemode.Regular, filemode.Executable, filemode.Symlink:
 		data, sum, whole, err := r.hashBlob(e.hash, MaxRecipeBytes)
 		if err != nil {
-			return nil, "", "", err
+			return nil, "", "", fmt.Errorf("%s: %w", RecipePath, err)
 		}
 		d.RecipeSHA256 = sum
 		if e.mode == filemode.Symlink {
@@ -195,11 +234,11 @@ func (r *treeReader) readRecipe(baseRoot plumbing.Hash, d *Decision) (*Recipe, R
 // hashBlob returns the hex SHA-256 of blob h and its bytes; ok is false and
 // the bytes nil when it is larger than max (the digest still covers it all).
 func (r *treeReader) hashBlob(h plumbing.Hash, max int64) (data []byte, digest string, ok bool, err error) {
-	size, err := r.rd.size(h)
+	info, err := r.rd.stat(h)
 	if err != nil {
 		return nil, "", false, fmt.Errorf("size of blob %s: %w", h, err)
 	}
-	if size <= max {
+	if info.size <= max {
 		if data, err = r.blob(h, max); err != nil {
 			return nil, "", false, err
 		}

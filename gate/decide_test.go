@@ -326,11 +326,11 @@ func TestDecideProtectedBeforeUnsafe(t *testing.T) {
 }
 
 // TestDecideMergeBase: head forked from an older commit than base; what base
-// changed since the fork is not head's change.
+// changed since the fork (outside protected paths) is not head's change.
 func TestDecideMergeBase(t *testing.T) {
 	r := fixtures.NewRepo(t)
 	fork := r.Commit("fork", baseTree())
-	base := r.Commit("base moves on", baseTree().With(fixtures.Files(map[string]string{"scripts/check.sh": "v2", "docs/new": "d"})), fork)
+	base := r.Commit("base moves on", baseTree().With(fixtures.Files(map[string]string{"README": "v2", "docs/new": "d"})), fork)
 	head := r.Commit("head", baseTree().With(fixtures.Files(map[string]string{"src/feature.go": "package main\n"})), fork)
 	r.Branch("main", base)
 	r.Branch("feature", head)

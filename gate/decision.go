@@ -18,9 +18,14 @@ type Violation struct {
 	// Path is the repository-relative path.
 	Path string `json:"path"`
 	// Rule names what caught it. Protected paths: "always:.vouch.yml",
-	// "recipe:<glob>", "step:<step name>", "operator:<glob>". Unsafe trees:
-	// "symlink-escape", "dotdot", "dotgit", "absolute-path", "bad-name",
-	// "bad-mode", "bad-tree", "gitlink", "max-files", "max-bytes".
+	// "recipe:<glob>", "step:<step name>", "operator:<glob>"; a glob's
+	// rule reached through a symlink of base reads
+	// "recipe:<glob> via symlink <link> -> <target>"; any of them is
+	// followed by " (differs from base)" when only base..head, not
+	// merge-base..head, changes the path. Unsafe trees: "symlink-escape",
+	// "dotdot", "dotgit", "absolute-path", "bad-name", "bad-mode",
+	// "bad-tree" (an object of head that is malformed, missing or of the
+	// wrong type), "gitlink", "max-files", "max-bytes", "max-tree-bytes".
 	Rule string `json:"rule"`
 }
 

@@ -185,8 +185,65 @@ func FuzzPackEntry(f *testing.F) {
 		data := append([]byte("PACK\x00\x00\x00\x02\x00\x00\x00\x01"), entry...)
 		data = append(data, make([]byte, 20)...)
 		p := &pack{data: data}
-		r := (&objects{s: memory.NewStorage()}).reader()
+		r := (&objects{ctx: t.Context(), s: memory.NewStorage()}).reader(1<<20, 1<<20)
 		_, _, _ = r.readAt(p, 12, 1<<20, 0)
-		_, _ = r.sizeAt(p, 12)
+		_, _ = r.statAt(p, 12)
 	})
+}
+
+func TestMakeInputs(t *testing.T) {
+	all := func(dir string) []string {
+		var out []string
+		for _, f := range makefiles {
+			out = append(out, strings.TrimPrefix(dir+"/"+f, "/"))
+		}
+		return out
+	}
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{nil, all("")},
+		{[]string{"check", "V=1"}, all("")},
+		{[]string{"-C", "sub", "all"}, all("sub")},
+		{[]string{"-Csub", "-C", "deeper"}, all("sub/deeper")},
+		{[]string{"-sC", "sub"}, all("sub")},
+		{[]string{"--directory=sub"}, all("sub")},
+		{[]string{"--dir", "sub"}, all("sub")}, // getopt takes unambiguous prefixes
+		{[]string{"-C", "sub", "-C", ".."}, all("")},
+		{[]string{"-C", "../elsewhere"}, nil},
+		{[]string{"-C", "/abs"}, nil},
+		{[]string{"-f", "ci/build.mk"}, []string{"ci/build.mk"}},
+		{[]string{"-fci/build.mk", "-C", "sub"}, []string{"sub/ci/build.mk"}},
+		{[]string{"--file=a.mk", "--makefile", "b.mk"}, []string{"a.mk", "b.mk"}},
+		{[]string{"-j4", "-Oline", "check"}, all("")}, // optional arguments are attached
+		{[]string{"-o", "Makefile", "check"}, all("")},
+		{[]string{"--", "-f", "x"}, all("")},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(tt.want, makeInputs(tt.args)); diff != "" {
+			t.Errorf("makeInputs(%q) (-want +got):\n%s", tt.args, diff)
+		}
+	}
+}
+
+func TestGlobBelow(t *testing.T) {
+	tests := []struct {
+		glob, dir string
+		want      []string
+	}{
+		{"ci/**", "ci", []string{"**"}},
+		{"ci/**", "tools", nil},
+		{"ci/*.mk", "ci", []string{"*.mk"}},
+		{"ci/*.mk", "ci/sub", nil},
+		{"ci/**/*.sh", "ci/a/b", []string{"**/*.sh"}},
+		{"**/*.sh", "lib", []string{"**/*.sh"}},
+		{"Makefile", "Makefile", nil},
+		{"{a/b,c}/x", "a", []string{"**"}}, // a brace spanning a slash: everything
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(tt.want, globBelow(tt.glob, tt.dir)); diff != "" {
+			t.Errorf("globBelow(%q, %q) (-want +got):\n%s", tt.glob, tt.dir, diff)
+		}
+	}
 }

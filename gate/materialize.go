@@ -21,9 +21,9 @@ func (p *Plan) Materialize(ctx context.Context, root *os.Root) error {
 	if !p.Valid() {
 		return errors.New("materialize: plan was not admitted by the gate")
 	}
-	objs := openObjects(p.store)
+	objs := openObjects(ctx, p.store)
 	defer objs.close()
-	m := &materializer{ctx: ctx, root: root, r: newTreeReader(ctx, objs), buf: make([]byte, 64<<10)}
+	m := &materializer{ctx: ctx, root: root, r: newTreeReader(ctx, objs, maxBaseBytes, baseCacheSize), buf: make([]byte, 64<<10)}
 	if err := m.dir("", 0, p.tree); err != nil {
 		return fmt.Errorf("materialize %s: %w", p.head, err)
 	}
@@ -128,11 +128,11 @@ const maxInMemoryBlob = 32 << 20
 
 // open returns a reader of blob h and its size.
 func (m *materializer) open(h plumbing.Hash) (io.ReadCloser, int64, error) {
-	size, err := m.r.rd.size(h)
+	info, err := m.r.rd.stat(h)
 	if err != nil {
 		return nil, 0, err
 	}
-	if size <= maxInMemoryBlob {
+	if info.size <= maxInMemoryBlob {
 		data, err := m.r.blob(h, maxInMemoryBlob)
 		if err != nil {
 			return nil, 0, err

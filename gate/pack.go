@@ -267,8 +267,12 @@ func (z *inflater) inflate(data []byte, at int64, n int64) ([]byte, error) {
 }
 
 // inflateScratch is inflate into the inflater's own buffer, valid until its
-// next use: for objects the caller parses at once.
+// next use: for objects the caller parses at once. Only a buffer of up to
+// keepScratch bytes is kept; a larger object gets one of its own.
 func (z *inflater) inflateScratch(data []byte, at int64, n int64) ([]byte, error) {
+	if n > keepScratch {
+		return z.inflate(data, at, n)
+	}
 	if int64(cap(z.scratch)) < n {
 		z.scratch = make([]byte, n)
 	}

@@ -9,7 +9,11 @@ type Policy struct {
 	// repository (rule "operator:<glob>").
 	Protected []string
 	// MaxFiles bounds the non-directory entries of head's tree (and,
-	// separately, its directories); zero means DefaultMaxFiles.
+	// separately, its directories); zero means DefaultMaxFiles. It also
+	// bounds head's tree objects, judged from their headers before they
+	// are read: each at most min(16 MiB, MaxFiles × 300 B) and all of them
+	// together at most MaxFiles × 300 B (64 KiB at least), rule
+	// "max-tree-bytes".
 	MaxFiles int
 	// MaxBytes bounds the total size of head's blobs; zero means DefaultMaxBytes.
 	MaxBytes int64

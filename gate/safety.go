@@ -1,7 +1,11 @@
 package gate
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"sort"
 	"strings"
 
@@ -19,86 +23,164 @@ type finding struct {
 }
 
 // safetyWalk checks every entry of head's tree. It reads each tree object
-// once and no blob except symlink targets; blob sizes come from object
-// headers.
+// once and no blob except symlink targets; blob types and sizes come from
+// object headers. Problems of head's objects themselves (a tree that does
+// not parse, an entry whose object is missing or of the wrong type) are
+// findings, rule "bad-tree"; only the environment (ctx done, the file
+// system) makes it return an error.
 type safetyWalk struct {
-	r        *treeReader
-	maxFiles int
-	maxBytes int64
+	r          *treeReader
+	maxFiles   int
+	maxBytes   int64
+	maxTrees   int64 // total bytes of the tree objects walked
+	maxEntries int   // total entries of the trees walked
 
-	files, dirs int
-	bytes       int64
-	overBytes   bool
-	aborted     bool // the walk stopped early at max-files
-	found       []finding
+	files, dirs, entries int
+	bytes, treeBytes     int64
+	overBytes            bool
+	aborted              bool // the walk stopped early: a bound, or a tree it cannot read
+	found                []finding
+}
+
+func newSafetyWalk(r *treeReader, p Policy) *safetyWalk {
+	_, total := treeBounds(p)
+	return &safetyWalk{r: r, maxFiles: p.MaxFiles, maxBytes: p.MaxBytes, maxTrees: total, maxEntries: entryBound(p)}
 }
 
 func (w *safetyWalk) add(p, rule, why string) {
 	w.found = append(w.found, finding{Violation{Path: p, Rule: rule}, why})
 }
 
+// abort records a finding that ends the walk: what follows it could not be
+// listed, or would only be refused again.
+func (w *safetyWalk) abort(p, rule, why string) {
+	w.add(p, rule, why)
+	w.aborted = true
+}
+
 // walk checks the tree h found at prefix (which ends in "/" unless empty),
 // depth directories below the root.
 func (w *safetyWalk) walk(prefix string, depth int, h plumbing.Hash) error {
-	es, err := w.r.tree(h)
+	at := strings.TrimSuffix(prefix, "/")
+	es, size, err := w.r.treeSized(h)
 	if err != nil {
-		return err
+		var le *limitError
+		switch {
+		case envError(err):
+			return err
+		case errors.As(err, &le):
+			w.abort(at, le.rule, le.why)
+		default:
+			w.abort(at, "bad-tree", err.Error())
+		}
+		return nil
+	}
+	// Every entry of a walked tree is a file or a directory of head, so
+	// these bound the trees held at once, whatever order they come in.
+	if w.treeBytes += size; w.treeBytes > w.maxTrees {
+		w.abort(at, "max-tree-bytes", fmt.Sprintf("more than %d bytes of tree objects", w.maxTrees))
+		return nil
+	}
+	if w.entries += len(es); w.entries > w.maxEntries {
+		w.abort(at, "max-files", fmt.Sprintf("more than %d files and directories", w.maxEntries))
+		return nil
 	}
 	if why := checkOrder(es); why != "" {
-		w.add(strings.TrimSuffix(prefix, "/"), "bad-tree", why)
+		w.add(at, "bad-tree", why)
 	}
-	for _, e := range es {
+	for i, e := range es {
 		if w.aborted {
 			return nil
+		}
+		if i%256 == 255 {
+			if err := w.r.ctx.Err(); err != nil {
+				return err
+			}
 		}
 		p := prefix + e.name
 		if rule, why := checkName(e.name); rule != "" {
 			w.add(p, rule, why)
 			continue
 		}
-		switch e.mode {
-		case filemode.Dir:
+		if e.mode == filemode.Dir {
 			if w.dirs++; w.dirs > w.maxFiles {
-				w.add(p, "max-files", fmt.Sprintf("more than %d directories", w.maxFiles))
-				w.aborted = true
+				w.abort(p, "max-files", fmt.Sprintf("more than %d directories", w.maxFiles))
 				return nil
 			}
 			if err := w.walk(p+"/", depth+1, e.hash); err != nil {
 				return err
 			}
 			continue
+		}
+		// Count before reading anything of the entry.
+		if w.files++; w.files > w.maxFiles {
+			w.abort(p, "max-files", fmt.Sprintf("more than %d files", w.maxFiles))
+			return nil
+		}
+		switch e.mode {
 		case filemode.Submodule:
 			w.add(p, "gitlink", "submodule (gitlink) entry "+e.hash.String())
-		case filemode.Regular, filemode.Executable:
-		case filemode.Symlink:
-			if why, err := w.checkSymlink(depth, e); err != nil {
+		case filemode.Regular, filemode.Executable, filemode.Symlink:
+			if err := w.checkBlob(p, depth, e); err != nil {
 				return err
-			} else if why != "" {
-				w.add(p, "symlink-escape", why)
 			}
 		default:
 			w.add(p, "bad-mode", fmt.Sprintf("unsupported mode %o", uint32(e.mode)))
 		}
-		if w.files++; w.files > w.maxFiles {
-			w.add(p, "max-files", fmt.Sprintf("more than %d files", w.maxFiles))
-			w.aborted = true
-			return nil
-		}
-		if e.mode == filemode.Submodule {
-			continue
-		}
-		n := e.size
-		if n < 0 {
-			if n, err = w.r.rd.size(e.hash); err != nil {
-				return fmt.Errorf("size of %s (%s): %w", p, e.hash, err)
-			}
-		}
-		if w.bytes += n; w.bytes > w.maxBytes && !w.overBytes {
-			w.overBytes = true
-			w.add(p, "max-bytes", fmt.Sprintf("more than %d bytes of files", w.maxBytes))
-		}
 	}
 	return nil
+}
+
+// checkBlob checks the file or symlink entry e at p: its object is a blob,
+// its size counts towards max-bytes, and a symlink stays in the tree.
+func (w *safetyWalk) checkBlob(p string, depth int, e entry) error {
+	n := e.size
+	if n < 0 {
+		info, err := w.r.rd.stat(e.hash)
+		if err != nil {
+			return w.badEntry(p, err)
+		}
+		if info.typ != plumbing.BlobObject {
+			w.add(p, "bad-tree", fmt.Sprintf("mode %o names %s, a %s, not a blob", uint32(e.mode), e.hash, info.typ))
+			return nil
+		}
+		n = info.size
+	}
+	if w.bytes += n; w.bytes > w.maxBytes && !w.overBytes {
+		w.overBytes = true
+		w.add(p, "max-bytes", fmt.Sprintf("more than %d bytes of files", w.maxBytes))
+	}
+	if e.mode != filemode.Symlink {
+		return nil
+	}
+	why, err := w.checkSymlink(depth, e.hash, n)
+	if err != nil {
+		return w.badEntry(p, err)
+	}
+	if why != "" {
+		w.add(p, "symlink-escape", why)
+	}
+	return nil
+}
+
+// badEntry records err, met reading the object of the entry at p, as a
+// finding, unless it comes from the environment.
+func (w *safetyWalk) badEntry(p string, err error) error {
+	if envError(err) {
+		return err
+	}
+	w.add(p, "bad-tree", err.Error())
+	return nil
+}
+
+// envError reports whether err, met reading objects, comes from the
+// environment (ctx done, the file system) rather than from the objects.
+func envError(err error) bool {
+	var (
+		pe *fs.PathError
+		se *os.SyscallError
+	)
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &pe) || errors.As(err, &se)
 }
 
 // checkName returns the rule an entry name breaks, if any.
@@ -181,21 +263,21 @@ func gitOrder(a, b entry) int {
 	return 1
 }
 
-// checkSymlink explains why the symlink e, found depth directories below
-// the root, may point outside the tree; "" means it cannot. The target is
-// resolved lexically from the link's directory. A ".." after a named
-// component is refused too: that component may itself be a symlink, so
-// lexical resolution would not be what the kernel does.
-func (w *safetyWalk) checkSymlink(depth int, e entry) (string, error) {
-	if e.size > maxSymlinkTarget {
-		return fmt.Sprintf("target is %d bytes long", e.size), nil
+// checkSymlink explains why the symlink whose target is blob h (size
+// bytes), found depth directories below the root, may point outside the
+// tree; "" means it cannot. The target is resolved lexically from the
+// link's directory. A ".." after a named component is refused too: that
+// component may itself be a symlink, so lexical resolution would not be
+// what the kernel does.
+func (w *safetyWalk) checkSymlink(depth int, h plumbing.Hash, size int64) (string, error) {
+	if size > maxSymlinkTarget {
+		return fmt.Sprintf("target is %d bytes long", size), nil
 	}
-	b, err := w.r.blob(e.hash, maxSymlinkTarget)
+	b, err := w.r.blob(h, maxSymlinkTarget)
 	if err != nil {
 		return "", err
 	}
-	target := string(b)
-	return symlinkEscape(depth, target), nil
+	return symlinkEscape(depth, string(b)), nil
 }
 
 // symlinkEscape is the pure part of checkSymlink.

@@ -20,6 +20,8 @@ const usage = `usage: vouch <command> [flags]
 commands:
   verify   --repo DIR --base REV --head REV [--receipt FILE] [--comment FILE]
   doctor   prove the sandbox on this host
+  serve    --config FILE   run the webhook service
+  receipt  verify FILE --key PUBKEY   check a signed receipt
 `
 
 func main() {
@@ -40,6 +42,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runVerify(ctx, logger, args[1:], stdout, stderr)
 	case "doctor":
 		return runDoctor(ctx, logger, args[1:], stdout, stderr)
+	case "receipt":
+		return runReceipt(ctx, logger, args[1:], stdout, stderr)
+	case "serve":
+		return runServe(ctx, logger, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -1,0 +1,181 @@
+package bot
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"vouch.dev/vouch/forge"
+)
+
+// Intake is the webhook endpoint: POST /webhook/gitea and POST
+// /webhook/github. The endpoint alone chooses the parser (Gitea also sends
+// GitHub's headers). A delivery is verified, turned into a job, recorded and
+// queued durably, and answered 202; nothing slow happens before the answer.
+type Intake struct {
+	// Parsers verify and parse each configured forge's deliveries; a forge
+	// without one answers 404.
+	Parsers map[forge.Kind]forge.WebhookParser
+	// Queue receives the jobs.
+	Queue Queue
+	// Served reports whether a repository is served; nil serves none.
+	Served func(forge.Kind, forge.Repo) bool
+	// Logger receives one line per delivery.
+	Logger *slog.Logger
+}
+
+// WebhookPath is the endpoint of a forge's deliveries.
+func WebhookPath(k forge.Kind) string { return "/webhook/" + string(k) }
+
+// errNoWork marks verified deliveries that need no job (not an error the
+// sender made, so they answer 200 like forge.ErrIgnored).
+var errNoWork = fmt.Errorf("%w: nothing to do", forge.ErrIgnored)
+
+func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	kind, ok := strings.CutPrefix(r.URL.Path, "/webhook/")
+	parser := in.Parsers[forge.Kind(kind)]
+	if !ok || parser == nil {
+		http.NotFound(w, r)
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		reply(w, http.StatusMethodNotAllowed, "POST only")
+		return
+	}
+	log := in.logger().With("forge", kind)
+	if r.ContentLength > forge.MaxWebhookBody {
+		in.answer(w, log, fmt.Errorf("%w: Content-Length %d", forge.ErrTooLarge, r.ContentLength), nil)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, forge.MaxWebhookBody+1))
+	if err != nil {
+		log.Warn("webhook body unreadable", "err", err)
+		reply(w, http.StatusBadRequest, "unreadable body")
+		return
+	}
+	if len(body) > forge.MaxWebhookBody {
+		in.answer(w, log, fmt.Errorf("%w: more than %d bytes", forge.ErrTooLarge, forge.MaxWebhookBody), nil)
+		return
+	}
+	ev, err := parser.Parse(r.Header, body)
+	if err != nil {
+		in.answer(w, log, err, nil)
+		return
+	}
+	if ev.Delivery == "" {
+		// Forges always send one; without it, the body itself identifies a
+		// replay.
+		sum := sha256.Sum256(body)
+		ev.Delivery = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	log = log.With("delivery", ev.Delivery, "repo", ev.Repo.FullName(), "pr", ev.Number)
+	job, err := in.jobFor(forge.Kind(kind), ev)
+	if err != nil {
+		in.answer(w, log, err, ev)
+		return
+	}
+	fresh, err := in.Queue.Enqueue(r.Context(), job)
+	if err != nil {
+		log.Error("enqueue failed", "err", err)
+		reply(w, http.StatusServiceUnavailable, "could not queue the delivery; retry")
+		return
+	}
+	if !fresh {
+		log.Info("delivery already queued", "job", job.Kind, "head", job.HeadSHA)
+		reply(w, http.StatusOK, "already queued")
+		return
+	}
+	log.Info("delivery queued", "job", job.Kind, "head", job.HeadSHA)
+	reply(w, http.StatusAccepted, "queued")
+}
+
+// jobFor turns a verified event into the job it asks for, or an error
+// wrapping forge.ErrIgnored when it asks for nothing.
+func (in *Intake) jobFor(kind forge.Kind, ev *forge.Event) (Job, error) {
+	if ev.Forge != kind {
+		return Job{}, fmt.Errorf("%w: %s parser returned a %s event", forge.ErrMalformed, kind, ev.Forge)
+	}
+	if in.Served == nil || !in.Served(kind, ev.Repo) {
+		return Job{}, fmt.Errorf("%w: repository %s is not served", forge.ErrIgnored, ev.Repo.FullName())
+	}
+	repo := forge.Repo{Owner: ev.Repo.Owner, Name: ev.Repo.Name}
+	switch ev.Type {
+	case forge.EventPullRequest:
+		switch ev.Action {
+		case forge.ActionOpened, forge.ActionReopened, forge.ActionSynchronized:
+			return Job{Kind: JobVerify, Forge: kind, Repo: repo, PR: ev.Number, HeadSHA: ev.HeadSHA, Delivery: ev.Delivery}, nil
+		}
+		return Job{}, fmt.Errorf("%w: pull request %s", errNoWork, ev.Action)
+	case forge.EventComment:
+		if ev.Comment == nil {
+			return Job{}, fmt.Errorf("%w: comment event without a comment", forge.ErrMalformed)
+		}
+		cmds := ParseCommands(ev.Comment.Body)
+		if len(cmds) == 0 {
+			return Job{}, fmt.Errorf("%w: comment without commands", errNoWork)
+		}
+		return Job{Kind: JobCommand, Forge: kind, Repo: repo, PR: ev.Number, HeadSHA: ev.HeadSHA, Delivery: ev.Delivery,
+			CommentID: ev.Comment.ID, Author: ev.Comment.Author, Commands: cmds}, nil
+	}
+	return Job{}, fmt.Errorf("%w: event %s", errNoWork, ev.Type)
+}
+
+// answer replies to a delivery that queues nothing.
+func (in *Intake) answer(w http.ResponseWriter, log *slog.Logger, err error, ev *forge.Event) {
+	code := forge.StatusOf(err)
+	switch {
+	case code == http.StatusOK:
+		log.Info("delivery ignored", "reason", err)
+		reply(w, code, "ignored")
+	case code < 500:
+		log.Warn("delivery rejected", "status", code, "err", err)
+		reply(w, code, publicReason(err))
+	default:
+		log.Error("delivery failed", "err", err)
+		reply(w, http.StatusInternalServerError, "internal error")
+	}
+}
+
+// publicReason is the short text a rejected sender sees: the sentinel's
+// words, never the details (which may quote the payload).
+func publicReason(err error) string {
+	for _, s := range []error{forge.ErrNoSignature, forge.ErrBadSignature, forge.ErrTooLarge, forge.ErrMalformed, forge.ErrUnknownEvent} {
+		if errors.Is(err, s) {
+			return strings.TrimPrefix(s.Error(), "webhook: ")
+		}
+	}
+	return http.StatusText(forge.StatusOf(err))
+}
+
+func reply(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	io.WriteString(w, msg+"\n")
+}
+
+func (in *Intake) logger() *slog.Logger {
+	if in.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return in.Logger
+}
+
+// ServedSet returns a Served function for the configured repositories;
+// owner and name compare without regard to case, as forges do.
+func ServedSet(repos []RepoRef) func(forge.Kind, forge.Repo) bool {
+	set := make(map[string]bool, len(repos))
+	key := func(k forge.Kind, owner, name string) string {
+		return strings.ToLower(string(k) + ":" + owner + "/" + name)
+	}
+	for _, r := range repos {
+		set[key(r.Forge, r.Owner, r.Name)] = true
+	}
+	return func(k forge.Kind, r forge.Repo) bool { return set[key(k, r.Owner, r.Name)] }
+}

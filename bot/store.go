@@ -1,0 +1,240 @@
+package bot
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/rivertype"
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
+
+	"vouch.dev/vouch/forge"
+)
+
+// verifyArgs are a JobVerify's River arguments. The fields tagged unique
+// make River refuse a second job for the same head in any state (queued,
+// running, retrying, completed), so each head is verified once.
+type verifyArgs struct {
+	Forge    string `json:"forge" river:"unique"`
+	Repo     string `json:"repo" river:"unique"`
+	PR       int    `json:"pr" river:"unique"`
+	HeadSHA  string `json:"head_sha" river:"unique"`
+	Delivery string `json:"delivery"`
+}
+
+func (verifyArgs) Kind() string { return string(JobVerify) }
+
+func (verifyArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// commandArgs are a JobCommand's River arguments, unique per delivery.
+type commandArgs struct {
+	Forge     string    `json:"forge" river:"unique"`
+	Repo      string    `json:"repo"`
+	PR        int       `json:"pr"`
+	HeadSHA   string    `json:"head_sha,omitempty"`
+	Delivery  string    `json:"delivery" river:"unique"`
+	CommentID int64     `json:"comment_id"`
+	Author    string    `json:"author"`
+	Commands  []Command `json:"commands"`
+}
+
+func (commandArgs) Kind() string { return string(JobCommand) }
+
+func (commandArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// SQLiteStore is the embedded store: River's job tables and vouch's own
+// delivery table in one SQLite file (modernc.org/sqlite, no cgo).
+type SQLiteStore struct {
+	db     *sql.DB
+	river  *river.Client[*sql.Tx]
+	logger *slog.Logger
+}
+
+var _ Queue = (*SQLiteStore)(nil)
+
+// schema is vouch's own tables, beside River's.
+const schema = `
+CREATE TABLE IF NOT EXISTS vouch_delivery (
+	forge       TEXT    NOT NULL,
+	delivery    TEXT    NOT NULL,
+	received_at TEXT    NOT NULL,
+	job_kind    TEXT    NOT NULL,
+	PRIMARY KEY (forge, delivery)
+) STRICT;
+`
+
+// OpenSQLite opens (creating if needed) the database file at path, brings
+// River's schema and vouch's tables up to date, and returns a store that
+// can enqueue. The parent directory is created mode 0700.
+func OpenSQLite(ctx context.Context, path string, logger *slog.Logger) (*SQLiteStore, error) {
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil, fmt.Errorf("open store: %q: want a file path", path)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	// WAL for concurrent readers, a busy timeout rather than SQLITE_BUSY,
+	// FULL sync so an acknowledged delivery survives power loss, and
+	// BEGIN IMMEDIATE so a write transaction never fails on upgrade.
+	q := url.Values{}
+	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(10000)", "synchronous(FULL)", "foreign_keys(ON)"} {
+		q.Add("_pragma", p)
+	}
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	// riversqlite's advice: SQLite allows one writer; one connection avoids
+	// SQLITE_BUSY between River's own goroutines.
+	db.SetMaxOpenConns(1)
+	s, err := newSQLiteStore(ctx, db, logger)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func newSQLiteStore(ctx context.Context, db *sql.DB, logger *slog.Logger) (*SQLiteStore, error) {
+	if err := db.PingContext(ctx); err != nil {
+		return nil, err
+	}
+	driver := riversqlite.New(db)
+	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("river migrator: %w", err)
+	}
+	res, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	if err != nil {
+		return nil, fmt.Errorf("river migrate: %w", err)
+	}
+	for _, v := range res.Versions {
+		logger.Info("river schema migrated", "version", v.Version, "name", v.Name)
+	}
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		return nil, fmt.Errorf("create tables: %w", err)
+	}
+	// An insert-only client; the workers get their own.
+	client, err := river.NewClient(driver, &river.Config{Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	return &SQLiteStore{db: db, river: client, logger: logger}, nil
+}
+
+// Enqueue records the delivery and inserts the job in one transaction.
+func (s *SQLiteStore) Enqueue(ctx context.Context, job Job) (bool, error) {
+	if err := job.validate(); err != nil {
+		return false, err
+	}
+	var args river.JobArgs
+	switch job.Kind {
+	case JobVerify:
+		args = verifyArgs{Forge: string(job.Forge), Repo: job.Repo.FullName(), PR: job.PR, HeadSHA: job.HeadSHA, Delivery: job.Delivery}
+	case JobCommand:
+		args = commandArgs{Forge: string(job.Forge), Repo: job.Repo.FullName(), PR: job.PR, HeadSHA: job.HeadSHA,
+			Delivery: job.Delivery, CommentID: job.CommentID, Author: job.Author, Commands: job.Commands}
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("enqueue %s: %w", job.Delivery, err)
+	}
+	defer tx.Rollback()
+	r, err := tx.ExecContext(ctx,
+		`INSERT INTO vouch_delivery (forge, delivery, received_at, job_kind) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		string(job.Forge), job.Delivery, time.Now().UTC().Format(time.RFC3339Nano), string(job.Kind))
+	if err != nil {
+		return false, fmt.Errorf("record delivery %s: %w", job.Delivery, err)
+	}
+	if n, err := r.RowsAffected(); err != nil {
+		return false, fmt.Errorf("record delivery %s: %w", job.Delivery, err)
+	} else if n == 0 {
+		return false, nil // a replayed delivery
+	}
+	res, err := s.river.InsertTx(ctx, tx, args, nil)
+	if err != nil {
+		return false, fmt.Errorf("insert %s job for delivery %s: %w", job.Kind, job.Delivery, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("enqueue %s: %w", job.Delivery, err)
+	}
+	return !res.UniqueSkippedAsDuplicate, nil
+}
+
+// Ping reports whether the store answers.
+func (s *SQLiteStore) Ping(ctx context.Context) error {
+	var one int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM vouch_delivery WHERE 0`).Scan(&one); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	return nil
+}
+
+// Jobs lists the jobs in the store that have not finished (available,
+// scheduled, running or retryable), oldest first.
+func (s *SQLiteStore) Jobs(ctx context.Context) ([]Job, error) {
+	params := river.NewJobListParams().
+		States(rivertype.JobStateAvailable, rivertype.JobStateScheduled, rivertype.JobStateRunning,
+			rivertype.JobStateRetryable, rivertype.JobStatePending).
+		OrderBy(river.JobListOrderByID, river.SortOrderAsc).First(10000)
+	res, err := s.river.JobList(ctx, params)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	jobs := make([]Job, 0, len(res.Jobs))
+	for _, row := range res.Jobs {
+		j, err := jobOf(row)
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, nil
+}
+
+// jobOf decodes a River row into a Job.
+func jobOf(row *rivertype.JobRow) (Job, error) {
+	split := func(full string) forge.Repo {
+		owner, name, _ := strings.Cut(full, "/")
+		return forge.Repo{Owner: owner, Name: name}
+	}
+	switch JobKind(row.Kind) {
+	case JobVerify:
+		var a verifyArgs
+		if err := json.Unmarshal(row.EncodedArgs, &a); err != nil {
+			return Job{}, fmt.Errorf("job %d: %w", row.ID, err)
+		}
+		return Job{Kind: JobVerify, Forge: forge.Kind(a.Forge), Repo: split(a.Repo), PR: a.PR, HeadSHA: a.HeadSHA, Delivery: a.Delivery}, nil
+	case JobCommand:
+		var a commandArgs
+		if err := json.Unmarshal(row.EncodedArgs, &a); err != nil {
+			return Job{}, fmt.Errorf("job %d: %w", row.ID, err)
+		}
+		return Job{Kind: JobCommand, Forge: forge.Kind(a.Forge), Repo: split(a.Repo), PR: a.PR, HeadSHA: a.HeadSHA,
+			Delivery: a.Delivery, CommentID: a.CommentID, Author: a.Author, Commands: a.Commands}, nil
+	}
+	return Job{}, fmt.Errorf("job %d: unknown kind %q", row.ID, row.Kind)
+}
+
+// Close closes the database.
+func (s *SQLiteStore) Close() error {
+	return s.db.Close()
+}

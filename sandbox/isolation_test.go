@@ -160,6 +160,8 @@ func TestLyingProviders(t *testing.T) {
 	}{
 		{"without --unshare-net", dropArgs(real, "--unshare-net"), "net"},
 		{"without --unshare-pid", dropArgs(real, "--unshare-pid"), "pid"},
+		// bwrap itself refuses --disable-userns without --unshare-user.
+		{"without --unshare-user", dropArgs(real, "--unshare-user"), ""},
 		{"without any --unshare", dropArgs(real, "--unshare-user", "--disable-userns", "--unshare-net", "--unshare-pid",
 			"--unshare-ipc", "--unshare-uts", "--unshare-cgroup", "--hostname"), "net"},
 		{"exits 0", "#!/bin/sh\nexit 0\n", ""},

@@ -226,3 +226,32 @@ func TestVerifyTrustedDevelopment(t *testing.T) {
 		t.Errorf("without the flag: exit %d, stdout ends %q; want BLOCKED ISOLATION_UNPROVEN", code, tail(stdout))
 	}
 }
+
+// TestVerifySignedReceiptRoundTrip: verify signs, receipt verify accepts the
+// envelope with the written public key and refuses it once a byte changes.
+func TestVerifySignedReceiptRoundTrip(t *testing.T) {
+	requireBwrap(t)
+	dir, base, head := demoRepo(t)
+	out := t.TempDir()
+	key, env := filepath.Join(out, "vouch.key"), filepath.Join(out, "receipt.dsse.json")
+	code, stdout, stderr := vouch(t, "verify", "--repo", dir, "--base", base, "--head", head,
+		"--work-root", traversable(t), "--sign-key", key, "--signed-receipt", env)
+	if code != 0 {
+		t.Fatalf("verify exit %d: %s %s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := vouch(t, "receipt", "verify", env, "--key", key+".pub"); code != 0 || !strings.Contains(stdout, head) {
+		t.Fatalf("receipt verify exit %d: %s %s", code, stdout, stderr)
+	}
+	data, err := os.ReadFile(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(string(data), `"payload"`) + 20
+	data[i] ^= 1
+	if err := os.WriteFile(env, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := vouch(t, "receipt", "verify", env, "--key", key+".pub"); code != 1 {
+		t.Errorf("tampered envelope: receipt verify exit %d, want 1", code)
+	}
+}

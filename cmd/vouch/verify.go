@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"flag"
 	"fmt"
 	"io"
@@ -28,6 +29,8 @@ func runVerify(ctx context.Context, logger *slog.Logger, args []string, stdout, 
 		repo, base, head = fs.String("repo", "", "git repository `DIR`"), fs.String("base", "", "base revision"), fs.String("head", "", "head revision")
 		receiptPath      = fs.String("receipt", "", "write the JSON receipt to `FILE`")
 		commentPath      = fs.String("comment", "", "write the Markdown comment to `FILE`")
+		signKey          = fs.String("sign-key", "", "ed25519 key `FILE` (created if absent; its public key goes to FILE.pub) to sign the receipt with")
+		envelopePath     = fs.String("signed-receipt", "", "write the DSSE-signed in-toto receipt to `FILE` (needs --sign-key)")
 		workRoot         = fs.String("work-root", "", "parent `DIR` of sandbox workspaces (default: system temp)")
 		keepWorkspace    = fs.Bool("keep-workspace", false, "keep the workspace after the run (debugging)")
 		trustedDev       = fs.Bool("trusted-development", false, "run steps WITHOUT isolation (operator's explicit choice; every result says NOT ISOLATED)")
@@ -90,6 +93,16 @@ func runVerify(ctx context.Context, logger *slog.Logger, args []string, stdout, 
 			return exitUsage
 		}
 	}
+	if (*signKey == "") != (*envelopePath == "") {
+		fmt.Fprintln(stderr, "vouch verify: --sign-key and --signed-receipt go together")
+		return exitUsage
+	}
+	if *signKey != "" {
+		if err := writeSigned(rc, *signKey, *envelopePath); err != nil {
+			fmt.Fprintf(stderr, "vouch verify: %v\n", err)
+			return exitUsage
+		}
+	}
 	if *commentPath != "" {
 		if err := os.WriteFile(*commentPath, []byte(evidence.Comment(rc)), 0o644); err != nil {
 			fmt.Fprintf(stderr, "vouch verify: write comment: %v\n", err)
@@ -98,4 +111,25 @@ func runVerify(ctx context.Context, logger *slog.Logger, args []string, stdout, 
 	}
 	fmt.Fprint(stdout, evidence.Summary(rc))
 	return evidence.ExitCode(rc.Outcome)
+}
+
+// writeSigned signs rc with the key at keyPath (created when absent, its
+// public key written beside it as keyPath.pub) and writes the envelope.
+func writeSigned(rc evidence.Receipt, keyPath, envelopePath string) error {
+	key, err := evidence.LoadOrCreateKey(keyPath)
+	if err != nil {
+		return fmt.Errorf("signing key: %w", err)
+	}
+	pub := key.Public().(ed25519.PublicKey)
+	if err := os.WriteFile(keyPath+".pub", evidence.PublicKeyPEM(pub), 0o644); err != nil {
+		return fmt.Errorf("write public key: %w", err)
+	}
+	env, err := evidence.Sign(rc, key)
+	if err != nil {
+		return fmt.Errorf("sign receipt: %w", err)
+	}
+	if err := os.WriteFile(envelopePath, env, 0o644); err != nil {
+		return fmt.Errorf("write signed receipt: %w", err)
+	}
+	return nil
 }

@@ -9,7 +9,9 @@ import (
 
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/ast"
+	"github.com/yuin/goldmark/parser"
 	"github.com/yuin/goldmark/text"
+	"github.com/yuin/goldmark/util"
 )
 
 // CommandKind is what a comment command asks for.
@@ -78,12 +80,26 @@ const HelpText = "vouch commands (one per line, outside code blocks and quotes):
 const (
 	commandWord   = "/verify"
 	maxCommandArg = 64
-	// maxCommentScan bounds the text ParseCommands reads; forges cap
-	// comments well below it.
-	maxCommentScan = 1 << 20
+	// maxCommentScan bounds the text ParseCommands reads: a longer comment
+	// has no commands. Markdown parsing is superlinear on hostile input
+	// (64 KiB of `*a_` took seconds with every inline parser on, 64 KiB of
+	// "`a" still 0.6 s with code spans alone), and any
+	// commenter can post it.
+	maxCommentScan = 16 << 10
 )
 
-var markdown = goldmark.New() // CommonMark, as Gitea and GitHub render comments
+// markdown is CommonMark's block structure, as Gitea and GitHub render
+// comments, with only the inline parsers that can hide a line: code spans
+// and raw HTML. Emphasis and links never hide a line's first token, and
+// leaving them out keeps parsing fast on hostile input.
+var markdown = goldmark.New(goldmark.WithParser(parser.NewParser(
+	parser.WithBlockParsers(parser.DefaultBlockParsers()...),
+	parser.WithInlineParsers(
+		util.Prioritized(parser.NewCodeSpanParser(), 100),
+		util.Prioritized(parser.NewRawHTMLParser(), 400),
+	),
+	parser.WithParagraphTransformers(parser.DefaultParagraphTransformers()...),
+)))
 
 // ParseCommands returns the commands in a comment body, in order. A command
 // is a line of a top-level paragraph whose first token is `/verify`, so
@@ -92,7 +108,7 @@ var markdown = goldmark.New() // CommonMark, as Gitea and GitHub render comments
 // a code span or a link counts, and `/verify` in mid-sentence does not
 // either. The body is read as CommonMark, the way the forge renders it.
 func ParseCommands(body string) []Command {
-	if len(body) > maxCommentScan || !strings.Contains(body, commandWord) {
+	if len(body) > maxCommentScan || !mayHoldCommand(body) || deeplyNested(body) {
 		return nil
 	}
 	src := []byte(strings.ReplaceAll(strings.ReplaceAll(body, "\r\n", "\n"), "\r", "\n"))
@@ -176,4 +192,39 @@ func cleanArg(s string) string {
 		n++
 	}
 	return b.String()
+}
+
+// mayHoldCommand is a cheap pre-filter: some line starts, after at most
+// three spaces, with the command word.
+func mayHoldCommand(body string) bool {
+	for line := range strings.Lines(body) {
+		trimmed := strings.TrimLeft(line, " ")
+		if len(line)-len(trimmed) <= 3 && strings.HasPrefix(trimmed, commandWord) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxBlockMarkers bounds the container markers (quote and list markers and
+// their spaces) at the start of a line; deeper nesting makes block parsing
+// quadratic (64 KiB of `>` took seconds), and no real comment needs it. Such
+// a comment is read as holding no commands.
+const maxBlockMarkers = 64
+
+// deeplyNested reports whether some line starts with more than
+// maxBlockMarkers container markers.
+func deeplyNested(body string) bool {
+	for line := range strings.Lines(body) {
+		n := 0
+		for _, c := range line {
+			if !strings.ContainsRune(" \t>-*+.0123456789)", c) {
+				break
+			}
+			if n++; n > maxBlockMarkers {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -165,6 +166,16 @@ func (s Secret) String() string {
 
 // GoString redacts the value from %#v.
 func (s Secret) GoString() string { return strconv.Quote(s.String()) }
+
+// MarshalJSON, MarshalText and LogValue keep a secret out of JSON, YAML and
+// slog output as well as fmt's.
+func (s Secret) MarshalJSON() ([]byte, error) { return []byte(strconv.Quote(s.String())), nil }
+
+// MarshalText is the redacted form, for encoders that use it.
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// LogValue is the redacted form, for log/slog.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
 // Size is a byte count written as 1GiB, 256MiB, 512KiB, 100B or 4096.
 type Size int64

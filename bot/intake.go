@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 
 	"vouch.dev/vouch/forge"
 )
@@ -27,7 +28,16 @@ type Intake struct {
 	Served func(forge.Kind, forge.Repo) bool
 	// Logger receives one line per delivery.
 	Logger *slog.Logger
+
+	// inflight bounds the bodies held at once (forge.MaxWebhookBody each),
+	// so unauthenticated senders cannot make vouch buffer without bound.
+	inflightOnce sync.Once
+	inflight     chan struct{}
 }
+
+// MaxInflightBodies is how many deliveries Intake reads at once; more get
+// 503 and the forge retries them.
+const MaxInflightBodies = 8
 
 // WebhookPath is the endpoint of a forge's deliveries.
 func WebhookPath(k forge.Kind) string { return "/webhook/" + string(k) }
@@ -49,6 +59,14 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	log := in.logger().With("forge", kind)
+	in.inflightOnce.Do(func() { in.inflight = make(chan struct{}, MaxInflightBodies) })
+	select {
+	case in.inflight <- struct{}{}:
+		defer func() { <-in.inflight }()
+	default:
+		reply(w, http.StatusServiceUnavailable, "busy, retry later")
+		return
+	}
 	if r.ContentLength > forge.MaxWebhookBody {
 		in.answer(w, log, fmt.Errorf("%w: Content-Length %d", forge.ErrTooLarge, r.ContentLength), nil)
 		return
@@ -109,7 +127,7 @@ func (in *Intake) jobFor(kind forge.Kind, ev *forge.Event) (Job, error) {
 	case forge.EventPullRequest:
 		switch ev.Action {
 		case forge.ActionOpened, forge.ActionReopened, forge.ActionSynchronized:
-			return Job{Kind: JobVerify, Forge: kind, Repo: repo, PR: ev.Number, HeadSHA: ev.HeadSHA, Delivery: ev.Delivery}, nil
+			return Job{Kind: JobVerify, Forge: kind, Repo: repo, PR: ev.Number, HeadSHA: ev.HeadSHA, BaseSHA: ev.BaseSHA, Delivery: ev.Delivery}, nil
 		}
 		return Job{}, fmt.Errorf("%w: pull request %s", errNoWork, ev.Action)
 	case forge.EventComment:

@@ -31,6 +31,9 @@ type Job struct {
 	// HeadSHA is the head the event named (always set for JobVerify; a
 	// GitHub comment carries none).
 	HeadSHA string
+	// BaseSHA is the base the event named, when it named one: a new base
+	// (a retargeted or reopened pull request) is a new verification.
+	BaseSHA string
 	// Delivery is the forge delivery that caused the job.
 	Delivery string
 	// For JobCommand: the comment, its author and the commands in it.

@@ -29,6 +29,7 @@ type verifyArgs struct {
 	Repo     string `json:"repo" river:"unique"`
 	PR       int    `json:"pr" river:"unique"`
 	HeadSHA  string `json:"head_sha" river:"unique"`
+	BaseSHA  string `json:"base_sha,omitempty" river:"unique"`
 	Delivery string `json:"delivery"`
 }
 
@@ -38,14 +39,15 @@ func (verifyArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
-// commandArgs are a JobCommand's River arguments, unique per delivery.
+// commandArgs are a JobCommand's River arguments, unique per comment: the
+// delivery id is not signed, and a forge's "redeliver" mints a new one.
 type commandArgs struct {
 	Forge     string    `json:"forge" river:"unique"`
-	Repo      string    `json:"repo"`
+	Repo      string    `json:"repo" river:"unique"`
 	PR        int       `json:"pr"`
 	HeadSHA   string    `json:"head_sha,omitempty"`
-	Delivery  string    `json:"delivery" river:"unique"`
-	CommentID int64     `json:"comment_id"`
+	Delivery  string    `json:"delivery"`
+	CommentID int64     `json:"comment_id" river:"unique"`
 	Author    string    `json:"author"`
 	Commands  []Command `json:"commands"`
 }
@@ -148,9 +150,9 @@ func (s *SQLiteStore) Enqueue(ctx context.Context, job Job) (bool, error) {
 	var args river.JobArgs
 	switch job.Kind {
 	case JobVerify:
-		args = verifyArgs{Forge: string(job.Forge), Repo: job.Repo.FullName(), PR: job.PR, HeadSHA: job.HeadSHA, Delivery: job.Delivery}
+		args = verifyArgs{Forge: string(job.Forge), Repo: repoKey(job.Repo), PR: job.PR, HeadSHA: job.HeadSHA, BaseSHA: job.BaseSHA, Delivery: job.Delivery}
 	case JobCommand:
-		args = commandArgs{Forge: string(job.Forge), Repo: job.Repo.FullName(), PR: job.PR, HeadSHA: job.HeadSHA,
+		args = commandArgs{Forge: string(job.Forge), Repo: repoKey(job.Repo), PR: job.PR, HeadSHA: job.HeadSHA,
 			Delivery: job.Delivery, CommentID: job.CommentID, Author: job.Author, Commands: job.Commands}
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -238,3 +240,7 @@ func jobOf(row *rivertype.JobRow) (Job, error) {
 func (s *SQLiteStore) Close() error {
 	return s.db.Close()
 }
+
+// repoKey is a repository's name as jobs are keyed: forges treat owner and
+// name case-insensitively, so "O/r" and "o/r" are one repository.
+func repoKey(r forge.Repo) string { return strings.ToLower(r.FullName()) }

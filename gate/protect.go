@@ -262,7 +262,31 @@ func (pr *protector) step(s Step) error {
 			}
 		}
 	}
-	return pr.implicit(name, s.Run)
+	if err := pr.implicit(name, s.Run); err != nil {
+		return err
+	}
+	// A tool started indirectly — `sh -c "make test"`, `env make`, `nice
+	// make` — reads the same implicit inputs: look for it at every word.
+	var words []string
+	for _, arg := range s.Run {
+		words = append(words, shellWords(arg)...)
+	}
+	for i := 1; i < len(words); i++ {
+		if implicitInputs[path.Base(words[i])] != nil {
+			if err := pr.implicit(name, words[i:]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// shellWords splits an argv element the way argPaths does: on blanks and
+// shell operators.
+func shellWords(arg string) []string {
+	return strings.FieldsFunc(arg, func(c rune) bool {
+		return unicode.IsSpace(c) || strings.ContainsRune(";&|()<>'\"`=:,$", c)
+	})
 }
 
 // named protects what the repository-relative path p leads to in base: the
@@ -287,7 +311,7 @@ func (pr *protector) named(name, p string) error {
 
 // makefiles are the files make reads, in this order, when no -f option
 // names one; the first that exists wins.
-var makefiles = []string{"GNUmakefile", "makefile", "Makefile"}
+var makefiles = []string{"GNUmakefile", "makefile", "Makefile", "BSDmakefile"}
 
 // implicitInputs maps the base name of a step's argv[0] to a parser of its
 // arguments that returns the files the tool reads without being named and
@@ -300,6 +324,7 @@ var makefiles = []string{"GNUmakefile", "makefile", "Makefile"}
 var implicitInputs = map[string]func(args []string) []string{
 	"make":  makeInputs,
 	"gmake": makeInputs,
+	"bmake": makeInputs,
 }
 
 // implicit protects the implicit inputs of the tool a step's argv runs.

@@ -36,6 +36,7 @@ type safetyWalk struct {
 	maxEntries int   // total entries of the trees walked
 
 	files, dirs, entries int
+	pathBytes            int // total bytes of the paths walked
 	bytes, treeBytes     int64
 	overBytes            bool
 	aborted              bool // the walk stopped early: a bound, or a tree it cannot read
@@ -102,7 +103,22 @@ func (w *safetyWalk) walk(prefix string, depth int, h plumbing.Hash) error {
 			w.add(p, rule, why)
 			continue
 		}
+		// Bound what the paths themselves cost: a tiny repository of deep,
+		// long-named directories would otherwise make every later path
+		// list (the diff, the decision) grow with the square of the depth.
+		if len(p) > maxPathLen {
+			w.abort(p[:256]+"…", "path-too-long", fmt.Sprintf("a path longer than %d bytes", maxPathLen))
+			return nil
+		}
+		if w.pathBytes += len(p); w.pathBytes > maxPathBytes {
+			w.abort(p[:min(len(p), 256)], "max-path-bytes", fmt.Sprintf("more than %d bytes of paths in all", maxPathBytes))
+			return nil
+		}
 		if e.mode == filemode.Dir {
+			if depth+1 > maxTreeDepth {
+				w.abort(p[:min(len(p), 256)], "max-depth", fmt.Sprintf("directories nested deeper than %d", maxTreeDepth))
+				return nil
+			}
 			if w.dirs++; w.dirs > w.maxFiles {
 				w.abort(p, "max-files", fmt.Sprintf("more than %d directories", w.maxFiles))
 				return nil
@@ -307,3 +323,12 @@ func symlinkEscape(depth int, target string) string {
 	}
 	return ""
 }
+
+// Bounds on head's paths, whatever the policy: git itself refuses trees
+// deeper than 2048 (core.maxTreeDepth) and no file system takes a path
+// beyond 4096 bytes.
+const (
+	maxTreeDepth = 256
+	maxPathLen   = 4096
+	maxPathBytes = 64 << 20
+)

@@ -157,7 +157,7 @@ func TestDecideHugeTrees(t *testing.T) {
 // TestDecideTreeBounds: the bounds a policy puts on tree objects, each met
 // by a head built for it, stop the walk there.
 func TestDecideTreeBounds(t *testing.T) {
-	long := strings.Repeat("n", 9000)
+	long := strings.Repeat("n", 4000) // under the 4096-byte path bound
 	tests := []struct {
 		name   string
 		policy gate.Policy
@@ -169,13 +169,13 @@ func TestDecideTreeBounds(t *testing.T) {
 			policy: gate.Policy{MaxFiles: 100}, // 64 KiB of trees at most
 			build: func(t *testing.T, dir, blob string) []rawEntry {
 				var es []rawEntry
-				for i := range 8 {
+				for i := range 17 {
 					sub := writeObject(t, dir, "tree", treeBody(rawEntry{"100644", fmt.Sprintf("%s%d", long, i), blob}))
-					es = append(es, rawEntry{"40000", fmt.Sprintf("zz%d", i), sub})
+					es = append(es, rawEntry{"40000", fmt.Sprintf("zz%02d", i), sub})
 				}
 				return es
 			},
-			want: []gate.Violation{{Path: "zz7", Rule: "max-tree-bytes"}}, // 8 × 9 kB > 64 KiB
+			want: []gate.Violation{{Path: "zz16", Rule: "max-tree-bytes"}}, // 17 × 4 kB > 64 KiB
 		},
 		{
 			name:   "one tree with more entries than files and directories allowed",

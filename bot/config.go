@@ -185,35 +185,12 @@ func (s *Size) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
 		return fmt.Errorf("line %d: a size must be a single value", n.Line)
 	}
-	v, err := parseSize(n.Value)
+	v, err := gate.ParseSize(n.Value)
 	if err != nil {
 		return fmt.Errorf("line %d: %v", n.Line, err)
 	}
 	*s = Size(v)
 	return nil
-}
-
-var sizeUnits = []struct {
-	suffix string
-	shift  uint
-}{{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"B", 0}}
-
-func parseSize(text string) (int64, error) {
-	num, shift := strings.TrimSpace(text), uint(0)
-	for _, u := range sizeUnits {
-		if strings.HasSuffix(num, u.suffix) {
-			num, shift = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.shift
-			break
-		}
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("%q is not a positive size like 1GiB, 256MiB, 512KiB or 4096", text)
-	}
-	if n > (1<<63-1)>>shift {
-		return 0, fmt.Errorf("%q is too large", text)
-	}
-	return n << shift, nil
 }
 
 // Defaults of DefaultConfig.

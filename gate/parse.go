@@ -291,7 +291,7 @@ func parseLimits(v *yaml.Node, l *Limits) error {
 			if err := decodeScalar(v, "limits."+name, "", &text); err != nil {
 				return err
 			}
-			n, err := parseSize(text)
+			n, err := ParseSize(text)
 			if err != nil {
 				return errAt(v, "limits.%s: %v", name, err)
 			}
@@ -321,8 +321,9 @@ var sizeUnits = []struct {
 	shift  uint
 }{{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"B", 0}}
 
-// parseSize reads "1GiB", "256MiB", "512KiB", "100B" or plain "4096" bytes.
-func parseSize(text string) (int64, error) {
+// ParseSize reads a size as recipes and configs write it: "1GiB",
+// "256MiB", "512KiB", "100B" or plain "4096" bytes.
+func ParseSize(text string) (int64, error) {
 	num, shift := strings.TrimSpace(text), uint(0)
 	for _, u := range sizeUnits {
 		if strings.HasSuffix(num, u.suffix) {

@@ -38,6 +38,14 @@ type Step struct {
 // DefaultStepTimeout applies to a step whose recipe entry sets no timeout.
 const DefaultStepTimeout = 10 * time.Minute
 
+// Deadline is the step's timeout, DefaultStepTimeout when the recipe set none.
+func (s Step) Deadline() time.Duration {
+	if s.Timeout <= 0 {
+		return DefaultStepTimeout
+	}
+	return s.Timeout
+}
+
 // Limits are resource bounds; zero means "not set".
 type Limits struct {
 	// Memory is in bytes.

@@ -123,10 +123,7 @@ func (r *Runner) run(ctx context.Context, log *slog.Logger, recipe gate.Recipe, 
 		if err != nil {
 			return nil, err
 		}
-		timeout := st.Timeout
-		if timeout <= 0 {
-			timeout = gate.DefaultStepTimeout
-		}
+		timeout := st.Deadline()
 		spec := launchSpec{
 			name: st.Name, argv: st.Run, env: env, workspace: ws.dir,
 			limits: limits, asked: recipe.Limits, cpus: r.cfg.CPUs, fileSize: r.cfg.FileSize,

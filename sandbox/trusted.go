@@ -35,10 +35,7 @@ func (r *Runner) runTrusted(ctx context.Context, log *slog.Logger, recipe gate.R
 		if err != nil {
 			return nil, err
 		}
-		timeout := st.Timeout
-		if timeout <= 0 {
-			timeout = gate.DefaultStepTimeout
-		}
+		timeout := st.Deadline()
 		step, err := r.direct(ctx, st, ws, env, limits.Output, timeout)
 		r.discard(log, ws)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/bmatcuk/doublestar/v4"
 	"go.yaml.in/yaml/v3"
@@ -45,6 +46,13 @@ type Config struct {
 	Limits LimitsConfig `yaml:"limits"`
 	// Workers is how many verifications run at once.
 	Workers int `yaml:"workers"`
+	// JobTimeout bounds one verification attempt, fetch and all steps
+	// included (default 2h). A job running longer on a replica that died is
+	// taken over by another after this plus a margin.
+	JobTimeout Duration `yaml:"job_timeout"`
+	// FetchCache is the directory of the bare repositories commits are
+	// fetched into (default ./vouch-data/git).
+	FetchCache string `yaml:"fetch_cache"`
 	// Store is where deliveries, jobs and receipts are kept.
 	Store StoreConfig `yaml:"store"`
 	// SigningKey is the path of the receipt signing key.
@@ -106,6 +114,9 @@ type TrustConfig struct {
 	MinPermission string `yaml:"min_permission"`
 	// Allow are logins trusted whatever their permission.
 	Allow []string `yaml:"allow"`
+	// Notify is mentioned in STOP_AND_ASK comments so someone who can decide
+	// hears of it (e.g. "@org/maintainers"); empty mentions no one.
+	Notify string `yaml:"notify"`
 }
 
 // ToolchainConfig is one operator toolchain (see sandbox.Toolchain).
@@ -177,6 +188,23 @@ func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 // LogValue is the redacted form, for log/slog.
 func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
+// Duration is a time.Duration written like 90s, 10m or 2h.
+type Duration time.Duration
+
+// UnmarshalYAML reads a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
 // Size is a byte count written as 1GiB, 256MiB, 512KiB, 100B or 4096.
 type Size int64
 
@@ -197,6 +225,8 @@ func (s *Size) UnmarshalYAML(n *yaml.Node) error {
 const (
 	DefaultListen        = "127.0.0.1:8080"
 	DefaultWorkers       = 2
+	DefaultJobTimeout    = 2 * time.Hour
+	DefaultFetchCache    = "./vouch-data/git"
 	DefaultStorePath     = "./vouch-data/vouch.db"
 	DefaultSigningKey    = "./vouch-data/signing.key"
 	DefaultMinPermission = "write"
@@ -211,6 +241,8 @@ func DefaultConfig() Config {
 		Listen:     DefaultListen,
 		Trust:      TrustConfig{MinPermission: DefaultMinPermission},
 		Workers:    DefaultWorkers,
+		JobTimeout: Duration(DefaultJobTimeout),
+		FetchCache: DefaultFetchCache,
 		Store:      StoreConfig{Driver: StoreSQLite, Path: DefaultStorePath},
 		SigningKey: DefaultSigningKey,
 		Sandbox:    SandboxConfig{Mode: ModeIsolated},
@@ -473,6 +505,12 @@ func (c Config) Validate() error {
 
 	if c.Workers < 1 || c.Workers > maxWorkers {
 		bad("workers", "%d: want 1..%d", c.Workers, maxWorkers)
+	}
+	if d := time.Duration(c.JobTimeout); d < 10*time.Second || d > 48*time.Hour {
+		bad("job_timeout", "%s: want 10s..48h", d)
+	}
+	if c.FetchCache == "" {
+		bad("fetch_cache", "empty")
 	}
 	switch c.Store.Driver {
 	case StoreSQLite:

@@ -102,6 +102,8 @@ sandbox: {mode: isolated, bwrap: /usr/local/bin/bwrap}
 		Toolchains:   map[string]ToolchainConfig{"go": {Paths: []string{"/usr/local/go"}, Env: map[string]string{"GOTOOLCHAIN": "local"}}},
 		Limits:       LimitsConfig{Memory: 2 << 30, Pids: 512, Tmp: 512 << 20, Output: 4 << 20},
 		Workers:      4,
+		JobTimeout:   Duration(DefaultJobTimeout),
+		FetchCache:   DefaultFetchCache,
 		Store:        StoreConfig{Driver: "postgres", Path: DefaultStorePath, DSN: "postgres://vouch:pw@127.0.0.1/vouch"},
 		SigningKey:   "/etc/vouch/signing.key",
 		WorkRoot:     "/var/lib/vouch/work",

@@ -28,6 +28,8 @@ type Intake struct {
 	Served func(forge.Kind, forge.Repo) bool
 	// Logger receives one line per delivery.
 	Logger *slog.Logger
+	// Metrics counts deliveries by forge, event and result; nil counts none.
+	Metrics *Metrics
 
 	// inflight bounds the bodies held at once (forge.MaxWebhookBody each),
 	// so unauthenticated senders cannot make vouch buffer without bound.
@@ -83,6 +85,7 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ev, err := parser.Parse(r.Header, body)
 	if err != nil {
+		in.Metrics.delivery(kind, "unparsed", resultOf(err))
 		in.answer(w, log, err, nil)
 		return
 	}
@@ -95,20 +98,24 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	log = log.With("delivery", ev.Delivery, "repo", ev.Repo.FullName(), "pr", ev.Number)
 	job, err := in.jobFor(forge.Kind(kind), ev)
 	if err != nil {
+		in.Metrics.delivery(kind, string(ev.Type), resultOf(err))
 		in.answer(w, log, err, ev)
 		return
 	}
 	fresh, err := in.Queue.Enqueue(r.Context(), job)
 	if err != nil {
+		in.Metrics.delivery(kind, string(ev.Type), "error")
 		log.Error("enqueue failed", "err", err)
 		reply(w, http.StatusServiceUnavailable, "could not queue the delivery; retry")
 		return
 	}
 	if !fresh {
+		in.Metrics.delivery(kind, string(ev.Type), "duplicate")
 		log.Info("delivery already queued", "job", job.Kind, "head", job.HeadSHA)
 		reply(w, http.StatusOK, "already queued")
 		return
 	}
+	in.Metrics.delivery(kind, string(ev.Type), "queued")
 	log.Info("delivery queued", "job", job.Kind, "head", job.HeadSHA)
 	reply(w, http.StatusAccepted, "queued")
 }
@@ -158,6 +165,17 @@ func (in *Intake) answer(w http.ResponseWriter, log *slog.Logger, err error, ev 
 		log.Error("delivery failed", "err", err)
 		reply(w, http.StatusInternalServerError, "internal error")
 	}
+}
+
+// resultOf is the metrics result of a delivery that queued nothing.
+func resultOf(err error) string {
+	switch code := forge.StatusOf(err); {
+	case code == http.StatusOK:
+		return "ignored"
+	case code < 500:
+		return "rejected"
+	}
+	return "error"
 }
 
 // publicReason is the short text a rejected sender sees: the sentinel's

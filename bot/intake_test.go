@@ -44,7 +44,7 @@ func giteaRequest(event, eventType, delivery string, body []byte, secret string)
 }
 
 type intakeFixture struct {
-	store  *SQLiteStore
+	store  *Store
 	intake *Intake
 }
 

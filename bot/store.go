@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
@@ -25,11 +27,15 @@ import (
 // make River refuse a second job for the same head in any state (queued,
 // running, retrying, completed), so each head is verified once.
 type verifyArgs struct {
-	Forge    string `json:"forge" river:"unique"`
-	Repo     string `json:"repo" river:"unique"`
-	PR       int    `json:"pr" river:"unique"`
-	HeadSHA  string `json:"head_sha" river:"unique"`
-	BaseSHA  string `json:"base_sha,omitempty" river:"unique"`
+	Forge   string `json:"forge" river:"unique"`
+	Repo    string `json:"repo" river:"unique"`
+	PR      int    `json:"pr" river:"unique"`
+	HeadSHA string `json:"head_sha" river:"unique"`
+	BaseSHA string `json:"base_sha,omitempty" river:"unique"`
+	// Trigger is empty for the verification a pull request event asks for,
+	// and names the comment for one a command asks for ("comment:ID",
+	// "approve:ID"), which may verify a head again.
+	Trigger  string `json:"trigger,omitempty" river:"unique"`
 	Delivery string `json:"delivery"`
 }
 
@@ -55,34 +61,29 @@ type commandArgs struct {
 func (commandArgs) Kind() string { return string(JobCommand) }
 
 func (commandArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}
+	return river.InsertOpts{Queue: commandQueue, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
-// SQLiteStore is the embedded store: River's job tables and vouch's own
-// delivery table in one SQLite file (modernc.org/sqlite, no cgo).
-type SQLiteStore struct {
-	db     *sql.DB
-	river  *river.Client[*sql.Tx]
-	logger *slog.Logger
+// Store is vouch's durable state: River's job tables beside vouch's own
+// (deliveries seen, runs and their receipts, approvals), in one SQLite file
+// (OpenSQLite, modernc.org/sqlite, no cgo) or one PostgreSQL database shared
+// by replicas (OpenPostgres). Every method is safe for concurrent use.
+type Store struct {
+	db      *sql.DB
+	dialect dialect
+	river   *river.Client[*sql.Tx]
+	driver  riverdriver.Driver[*sql.Tx]
+	logger  *slog.Logger
+	closers []func() error
 }
 
-var _ Queue = (*SQLiteStore)(nil)
-
-// schema is vouch's own tables, beside River's.
-const schema = `
-CREATE TABLE IF NOT EXISTS vouch_delivery (
-	forge       TEXT    NOT NULL,
-	delivery    TEXT    NOT NULL,
-	received_at TEXT    NOT NULL,
-	job_kind    TEXT    NOT NULL,
-	PRIMARY KEY (forge, delivery)
-) STRICT;
-`
+var _ Queue = (*Store)(nil)
 
 // OpenSQLite opens (creating if needed) the database file at path, brings
 // River's schema and vouch's tables up to date, and returns a store that
-// can enqueue. The parent directory is created mode 0700.
-func OpenSQLite(ctx context.Context, path string, logger *slog.Logger) (*SQLiteStore, error) {
+// can enqueue. The parent directory is created mode 0700. One process at a
+// time may use the file: a second one is refused.
+func OpenSQLite(ctx context.Context, path string, logger *slog.Logger) (*Store, error) {
 	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
 		return nil, fmt.Errorf("open store: %q: want a file path", path)
 	}
@@ -91,6 +92,10 @@ func OpenSQLite(ctx context.Context, path string, logger *slog.Logger) (*SQLiteS
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
+	}
+	unlock, err := lockFile(path + ".lock")
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	// WAL for concurrent readers, a busy timeout rather than SQLITE_BUSY,
 	// FULL sync so an acknowledged delivery survives power loss, and
@@ -102,24 +107,26 @@ func OpenSQLite(ctx context.Context, path string, logger *slog.Logger) (*SQLiteS
 	q.Set("_txlock", "immediate")
 	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
 	if err != nil {
+		unlock()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	// riversqlite's advice: SQLite allows one writer; one connection avoids
 	// SQLITE_BUSY between River's own goroutines.
 	db.SetMaxOpenConns(1)
-	s, err := newSQLiteStore(ctx, db, logger)
+	s, err := newStore(ctx, db, sqliteDialect, riversqlite.New(db), logger)
 	if err != nil {
 		db.Close()
+		unlock()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
+	s.closers = append(s.closers, db.Close, func() error { unlock(); return nil })
 	return s, nil
 }
 
-func newSQLiteStore(ctx context.Context, db *sql.DB, logger *slog.Logger) (*SQLiteStore, error) {
+func newStore(ctx context.Context, db *sql.DB, d dialect, driver riverdriver.Driver[*sql.Tx], logger *slog.Logger) (*Store, error) {
 	if err := db.PingContext(ctx); err != nil {
 		return nil, err
 	}
-	driver := riversqlite.New(db)
 	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("river migrator: %w", err)
@@ -131,19 +138,21 @@ func newSQLiteStore(ctx context.Context, db *sql.DB, logger *slog.Logger) (*SQLi
 	for _, v := range res.Versions {
 		logger.Info("river schema migrated", "version", v.Version, "name", v.Name)
 	}
-	if _, err := db.ExecContext(ctx, schema); err != nil {
-		return nil, fmt.Errorf("create tables: %w", err)
+	for _, stmt := range d.schema {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return nil, fmt.Errorf("create tables: %w", err)
+		}
 	}
-	// An insert-only client; the workers get their own.
+	// An insert-only client; the workers get their own (Store.Work).
 	client, err := river.NewClient(driver, &river.Config{Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
-	return &SQLiteStore{db: db, river: client, logger: logger}, nil
+	return &Store{db: db, dialect: d, river: client, driver: driver, logger: logger}, nil
 }
 
 // Enqueue records the delivery and inserts the job in one transaction.
-func (s *SQLiteStore) Enqueue(ctx context.Context, job Job) (bool, error) {
+func (s *Store) Enqueue(ctx context.Context, job Job) (bool, error) {
 	if err := job.validate(); err != nil {
 		return false, err
 	}
@@ -160,9 +169,9 @@ func (s *SQLiteStore) Enqueue(ctx context.Context, job Job) (bool, error) {
 		return false, fmt.Errorf("enqueue %s: %w", job.Delivery, err)
 	}
 	defer tx.Rollback()
-	r, err := tx.ExecContext(ctx,
-		`INSERT INTO vouch_delivery (forge, delivery, received_at, job_kind) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		string(job.Forge), job.Delivery, time.Now().UTC().Format(time.RFC3339Nano), string(job.Kind))
+	r, err := tx.ExecContext(ctx, s.dialect.rebind(
+		`INSERT INTO vouch_delivery (forge, delivery, received_at, job_kind) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`),
+		string(job.Forge), job.Delivery, stamp(time.Now()), string(job.Kind))
 	if err != nil {
 		return false, fmt.Errorf("record delivery %s: %w", job.Delivery, err)
 	}
@@ -181,8 +190,22 @@ func (s *SQLiteStore) Enqueue(ctx context.Context, job Job) (bool, error) {
 	return !res.UniqueSkippedAsDuplicate, nil
 }
 
+// EnqueueVerify queues a verification that no delivery carries (a
+// command's, or one the start-up scan found missing). It returns false when
+// an equal job exists already.
+func (s *Store) EnqueueVerify(ctx context.Context, a verifyArgs) (bool, error) {
+	if !isSHA1Hex(a.HeadSHA) && !isObjectID(a.HeadSHA) {
+		return false, fmt.Errorf("enqueue verify: head %q is not a full commit id", a.HeadSHA)
+	}
+	res, err := s.river.Insert(ctx, a, nil)
+	if err != nil {
+		return false, fmt.Errorf("enqueue verify of %s: %w", a.HeadSHA, err)
+	}
+	return !res.UniqueSkippedAsDuplicate, nil
+}
+
 // Ping reports whether the store answers.
-func (s *SQLiteStore) Ping(ctx context.Context) error {
+func (s *Store) Ping(ctx context.Context) error {
 	var one int
 	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM vouch_delivery WHERE 0`).Scan(&one); err != nil {
 		return fmt.Errorf("store: %w", err)
@@ -192,7 +215,7 @@ func (s *SQLiteStore) Ping(ctx context.Context) error {
 
 // Jobs lists the jobs in the store that have not finished (available,
 // scheduled, running or retryable), oldest first.
-func (s *SQLiteStore) Jobs(ctx context.Context) ([]Job, error) {
+func (s *Store) Jobs(ctx context.Context) ([]Job, error) {
 	params := river.NewJobListParams().
 		States(rivertype.JobStateAvailable, rivertype.JobStateScheduled, rivertype.JobStateRunning,
 			rivertype.JobStateRetryable, rivertype.JobStatePending).
@@ -236,9 +259,13 @@ func jobOf(row *rivertype.JobRow) (Job, error) {
 	return Job{}, fmt.Errorf("job %d: unknown kind %q", row.ID, row.Kind)
 }
 
-// Close closes the database.
-func (s *SQLiteStore) Close() error {
-	return s.db.Close()
+// Close closes the database and releases the store's lock.
+func (s *Store) Close() error {
+	var errs []error
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		errs = append(errs, s.closers[i]())
+	}
+	return errors.Join(errs...)
 }
 
 // repoKey is a repository's name as jobs are keyed: forges treat owner and

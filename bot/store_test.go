@@ -17,7 +17,7 @@ const (
 
 // openStore opens a SQLite store in a fresh directory and closes it at the
 // end of the test.
-func openStore(tb testing.TB, path string) *SQLiteStore {
+func openStore(tb testing.TB, path string) *Store {
 	tb.Helper()
 	s, err := OpenSQLite(tb.Context(), path, nil)
 	if err != nil {

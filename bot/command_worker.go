@@ -1,0 +1,173 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"vouch.dev/vouch/forge"
+)
+
+// commandWorker runs JobCommand jobs: it judges the comment's author at the
+// time it is handled, acts, and answers in one reply comment.
+type commandWorker struct {
+	river.WorkerDefaults[commandArgs]
+	d *Deps
+}
+
+// replyMarker identifies vouch's reply to one comment, so a retried job
+// never answers twice.
+func replyMarker(commentID int64) string {
+	return "<!-- vouch:reply comment=" + strconv.FormatInt(commentID, 10) + " -->"
+}
+
+// Work handles the commands of one comment.
+func (w *commandWorker) Work(ctx context.Context, job *river.Job[commandArgs]) error {
+	a := job.Args
+	kind, repo := forge.Kind(a.Forge), splitRepo(a.Repo)
+	log := w.d.Logger.With("job", job.ID, "forge", a.Forge, "repo", a.Repo, "pr", a.PR, "comment", a.CommentID, "author", a.Author)
+	client := w.d.Forges[kind]
+	if client == nil {
+		return river.JobCancel(fmt.Errorf("forge %q is not configured", a.Forge))
+	}
+	pr, err := client.PullRequest(ctx, repo, a.PR)
+	if errors.Is(err, forge.ErrNotFound) {
+		log.Info("commands on a pull request that no longer exists")
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read pull request: %w", err)
+	}
+	var replies []string
+	seen := map[CommandKind]bool{}
+	for _, c := range a.Commands {
+		if seen[c.Kind] && c.Kind != CommandUnknown {
+			continue
+		}
+		seen[c.Kind] = true
+		reply, err := w.handle(ctx, log, client, repo, pr, job, c)
+		if err != nil {
+			return err
+		}
+		if reply != "" {
+			replies = append(replies, reply)
+		}
+	}
+	if len(replies) == 0 {
+		return nil
+	}
+	body := replyMarker(a.CommentID) + "\n" + strings.Join(replies, "\n\n") + "\n"
+	return w.reply(ctx, client, repo, a.PR, a.CommentID, body)
+}
+
+// handle acts on one command and returns the reply it needs, if any.
+func (w *commandWorker) handle(ctx context.Context, log *slog.Logger, client forge.Client, repo forge.Repo, pr *forge.PullRequest, job *river.Job[commandArgs], c Command) (string, error) {
+	a := job.Args
+	switch c.Kind {
+	case CommandHelp:
+		return HelpText, nil
+	case CommandUnknown:
+		return fmt.Sprintf("@%s: `/verify %s` is not a vouch command.\n\n%s", a.Author, inertArg(c.Arg), HelpText), nil
+	}
+	if !pr.Open {
+		return fmt.Sprintf("@%s: this pull request is closed; vouch verifies open pull requests only.", a.Author), nil
+	}
+	trusted, perm, err := w.d.Trust.Decide(ctx, client, repo, a.Author)
+	if err != nil {
+		return "", err
+	}
+	cmd := "/verify"
+	if c.Kind == CommandApprove {
+		cmd = "/verify approve"
+	}
+	if !trusted {
+		log.Info("command refused: untrusted commenter", "command", c.Kind, "permission", perm)
+		return fmt.Sprintf("@%s: `%s` refused: it needs %s permission on %s (you have %s). Nothing was run or approved.",
+			a.Author, cmd, w.d.Trust.min(), repo.FullName(), perm), nil
+	}
+	head := pr.HeadSHA
+	if a.HeadSHA != "" && a.HeadSHA != head {
+		return fmt.Sprintf("@%s: the head moved from `%s` to `%s` after your comment; `%s` was not acted on. Review the new head and comment again.",
+			a.Author, short(a.HeadSHA), short(head), cmd), nil
+	}
+	switch c.Kind {
+	case CommandVerify:
+		if _, err := w.d.Store.EnqueueVerify(ctx, verifyArgs{Forge: a.Forge, Repo: a.Repo, PR: a.PR, HeadSHA: head, BaseSHA: pr.BaseSHA,
+			Delivery: a.Delivery, Trigger: "comment:" + strconv.FormatInt(a.CommentID, 10)}); err != nil {
+			return "", err
+		}
+		log.Info("verification requested", "head", head)
+		return "", nil
+	case CommandApprove:
+		// The approval binds to the head vouch asked about, and only if vouch
+		// asked before the comment arrived: a maintainer cannot have reviewed
+		// a head pushed after they wrote.
+		asked, err := w.d.Store.askedAt(ctx, forge.Kind(a.Forge), repo, a.PR, head)
+		if err != nil {
+			return "", err
+		}
+		switch {
+		case asked.IsZero():
+			return fmt.Sprintf("@%s: vouch has not asked for approval of the current head `%s`, so there is nothing to approve yet. If it asks, approve that head.",
+				a.Author, short(head)), nil
+		case !asked.Before(job.CreatedAt):
+			return fmt.Sprintf("@%s: vouch asked about head `%s` only after your comment arrived; review that head and approve again.",
+				a.Author, short(head)), nil
+		}
+		appr := Approval{Forge: forge.Kind(a.Forge), Repo: repo, PR: a.PR, HeadSHA: head, By: a.Author, At: time.Now()}
+		if err := w.d.Store.SaveApproval(ctx, appr, a.CommentID); err != nil {
+			return "", err
+		}
+		if _, err := w.d.Store.EnqueueVerify(ctx, verifyArgs{Forge: a.Forge, Repo: a.Repo, PR: a.PR, HeadSHA: head, BaseSHA: pr.BaseSHA,
+			Delivery: a.Delivery, Trigger: "approve:" + strconv.FormatInt(a.CommentID, 10)}); err != nil {
+			return "", err
+		}
+		log.Info("head approved", "head", head)
+		return fmt.Sprintf("@%s approved head `%s`; vouch is verifying it now. The approval covers this commit only: a new push needs a new approval.",
+			a.Author, short(head)), nil
+	}
+	return "", nil
+}
+
+// reply posts body unless vouch already answered the comment.
+func (w *commandWorker) reply(ctx context.Context, client forge.Client, repo forge.Repo, pr int, commentID int64, body string) error {
+	comments, err := client.BotComments(ctx, repo, pr)
+	if err != nil {
+		return fmt.Errorf("list comments: %w", err)
+	}
+	marker := replyMarker(commentID)
+	for _, c := range comments {
+		if strings.HasPrefix(c.Body, marker+"\n") {
+			return nil
+		}
+	}
+	if _, err := client.CreateComment(ctx, repo, pr, body); err != nil {
+		return fmt.Errorf("reply to comment %d: %w", commentID, err)
+	}
+	return nil
+}
+
+// inertArg shows an unknown command's argument inside a code span.
+func inertArg(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r == '`' || r == '<' || r == '>' || r == '@' || r < ' ' {
+			return -1
+		}
+		return r
+	}, s)
+	return s
+}
+
+// short is a commit's 12-character abbreviation, for replies.
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}

@@ -1,0 +1,387 @@
+package bot
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"vouch.dev/vouch/evidence"
+	"vouch.dev/vouch/forge"
+	"vouch.dev/vouch/forge/fetch"
+	"vouch.dev/vouch/gate"
+	"vouch.dev/vouch/sandbox"
+)
+
+// Deps are what the workers need: the store, a client per forge, the fetch
+// cache, the gate policy, the sandbox and the signing key.
+type Deps struct {
+	Store  *Store
+	Forges map[forge.Kind]forge.Client
+	Fetch  *fetch.Cache
+	Runner *sandbox.Runner
+	Policy gate.Policy
+	Trust  Trust
+	// Notify is mentioned in every STOP_AND_ASK comment (e.g. "@org/team");
+	// empty mentions no one.
+	Notify string
+	// Key signs receipts; nil leaves them unsigned.
+	Key ed25519.PrivateKey
+	// PublicURL is the service's public root; evidence pages are under it.
+	PublicURL string
+	Logger    *slog.Logger
+	Metrics   *Metrics
+}
+
+// errSuperseded is the cause with which a run is cancelled when a newer
+// head of its pull request is being verified.
+var errSuperseded = errors.New("a newer head of the pull request is being verified")
+
+// verifyWorker runs JobVerify jobs.
+type verifyWorker struct {
+	river.WorkerDefaults[verifyArgs]
+	d        *Deps
+	inflight *inflight
+}
+
+// Work verifies one head: re-read the pull request, post pending, fetch
+// the exact SHAs, gate, check trust, run the sandbox, persist the receipt,
+// then post. An attempt after a crash or a failed post finds the persisted
+// receipt and only posts it: a verdict is never run twice. Errors returned
+// are transient (the forge or the network) and retried with back-off.
+func (w *verifyWorker) Work(ctx context.Context, job *river.Job[verifyArgs]) error {
+	a := job.Args
+	kind, repo := forge.Kind(a.Forge), splitRepo(a.Repo)
+	log := w.d.Logger.With("job", job.ID, "forge", a.Forge, "repo", a.Repo, "pr", a.PR, "head", a.HeadSHA, "attempt", job.Attempt)
+	client := w.d.Forges[kind]
+	if client == nil {
+		return river.JobCancel(fmt.Errorf("forge %q is not configured", a.Forge))
+	}
+	run, _, err := w.d.Store.BeginRun(ctx, Run{ID: job.ID, Forge: kind, Repo: a.Repo, PR: a.PR, Head: a.HeadSHA, Base: a.BaseSHA})
+	if err != nil {
+		return err
+	}
+	switch run.State {
+	case RunPosted:
+		return nil
+	case RunFinal:
+		log.Info("posting the persisted receipt")
+		return w.post(ctx, client, run)
+	}
+	started := time.Now()
+	res, err := w.verify(ctx, log, client, repo, job)
+	if err != nil {
+		log.Warn("verification attempt failed; will retry", "err", err)
+		return err
+	}
+	rc := res.receipt
+	w.d.Metrics.jobDone(rc, time.Since(started))
+	var envelope []byte
+	if w.d.Key != nil {
+		if envelope, err = evidence.Sign(rc, w.d.Key); err != nil {
+			return fmt.Errorf("sign receipt: %w", err)
+		}
+	}
+	run.Title, run.Receipt, run.Envelope, run.Log = res.title, &rc, envelope, res.log
+	if run.Base == "" {
+		run.Base = rc.Base
+	}
+	if err := w.d.Store.FinishRun(ctx, run); err != nil {
+		return err
+	}
+	log.Info("verdict persisted", "outcome", rc.Outcome, "reason", rc.Reason)
+	if run, err = w.d.Store.Run(ctx, job.ID); err != nil {
+		return err
+	}
+	return w.post(ctx, client, run)
+}
+
+// verdict is a verification's result before it is persisted.
+type verdict struct {
+	receipt evidence.Receipt
+	title   string
+	log     []byte
+}
+
+// verify reaches a verdict on job's head, or returns a transient error.
+func (w *verifyWorker) verify(ctx context.Context, log *slog.Logger, client forge.Client, repo forge.Repo, job *river.Job[verifyArgs]) (verdict, error) {
+	a := job.Args
+	pr, err := client.PullRequest(ctx, repo, a.PR)
+	switch {
+	case errors.Is(err, forge.ErrNotFound):
+		return verdict{receipt: evidence.NewError(a.BaseSHA, a.HeadSHA, evidence.ReasonSuperseded, "the pull request no longer exists")}, nil
+	case err != nil:
+		return verdict{}, fmt.Errorf("read pull request: %w", err)
+	case !pr.Open:
+		return verdict{title: pr.Title, receipt: evidence.NewError(a.BaseSHA, a.HeadSHA, evidence.ReasonSuperseded, "the pull request was closed")}, nil
+	case pr.HeadSHA != a.HeadSHA:
+		return verdict{title: pr.Title, receipt: evidence.NewError(a.BaseSHA, a.HeadSHA, evidence.ReasonSuperseded, "the head moved to "+pr.HeadSHA)}, nil
+	}
+	v := verdict{title: pr.Title}
+	base := a.BaseSHA
+	if base == "" {
+		base = pr.BaseSHA
+	}
+	// This head is current: older heads of the pull request stop here.
+	ctx, done := w.inflight.start(ctx, job.ID, prKey(job.Args), a.HeadSHA)
+	defer done()
+
+	page := w.d.pageURL(job.ID)
+	if err := client.SetStatus(ctx, repo, a.HeadSHA, forgeStatus(evidence.Pending(evidence.Running, page))); err != nil {
+		return verdict{}, fmt.Errorf("set pending: %w", err)
+	}
+	if err := upsertComment(ctx, client, repo, a.PR, a.HeadSHA, evidence.PendingComment(repo.FullName(), a.PR, a.HeadSHA, evidence.Running, page)); err != nil {
+		return verdict{}, fmt.Errorf("post pending comment: %w", err)
+	}
+	trusted, perm, err := w.d.Trust.Decide(ctx, client, repo, pr.Author)
+	if err != nil {
+		return verdict{}, err
+	}
+	src, err := client.FetchSource(ctx, pr)
+	if err != nil {
+		return verdict{}, fmt.Errorf("fetch source: %w", err)
+	}
+	gitRepo, err := w.d.Fetch.Fetch(ctx, src, base, a.HeadSHA)
+	if err != nil {
+		var missing *fetch.MissingError
+		if errors.As(err, &missing) {
+			v.receipt = evidence.NewError(base, a.HeadSHA, evidence.ReasonInternal, "the commits could not be fetched: "+err.Error())
+			return v, nil
+		}
+		return verdict{}, fmt.Errorf("fetch: %w", err)
+	}
+	d, err := gate.Decide(ctx, gitRepo, base, a.HeadSHA, w.d.Policy)
+	if err != nil {
+		if ctx.Err() != nil {
+			return w.interrupted(ctx, v, base, a.HeadSHA)
+		}
+		v.receipt = evidence.NewError(base, a.HeadSHA, evidence.ReasonInternal, "gate: "+err.Error())
+		return v, nil
+	}
+	plan, ok := d.Admitted()
+	if !ok {
+		v.receipt = evidence.Judge(d, nil)
+		return v, nil
+	}
+	if !trusted {
+		approval, approved, err := w.d.Store.ApprovalFor(ctx, job.Args.forge(), repo, a.PR, a.HeadSHA)
+		if err != nil {
+			return verdict{}, err
+		}
+		if !approved {
+			v.receipt = evidence.AwaitApproval(d, fmt.Sprintf("the author %s has %s permission on %s; running their code needs %s, or a maintainer's approval of head %s",
+				pr.Author, perm, repo.FullName(), w.d.Trust.min(), a.HeadSHA))
+			return v, nil
+		}
+		log.Info("running an untrusted author's head on approval", "approved_by", approval.By)
+	}
+	res, err := w.d.Runner.Run(ctx, plan)
+	if ctx.Err() != nil {
+		return w.interrupted(ctx, v, base, a.HeadSHA)
+	}
+	if err != nil {
+		w.d.Metrics.sandboxFailure()
+		v.receipt = evidence.NewError(base, a.HeadSHA, evidence.ReasonInternal, "sandbox: "+err.Error())
+		return v, nil
+	}
+	if res.Unproven != nil {
+		w.d.Metrics.sandboxFailure()
+	}
+	v.receipt = evidence.Judge(d, res)
+	v.log = stepLog(res)
+	return v, nil
+}
+
+// interrupted turns a cancelled run into SUPERSEDED when a newer head
+// caused it, or into a transient error (the job runs again) when the
+// service is stopping.
+func (w *verifyWorker) interrupted(ctx context.Context, v verdict, base, head string) (verdict, error) {
+	if errors.Is(context.Cause(ctx), errSuperseded) {
+		v.receipt = evidence.NewError(base, head, evidence.ReasonSuperseded, "a newer head was pushed while this one was being verified")
+		return v, nil
+	}
+	return verdict{}, fmt.Errorf("interrupted: %w", context.Cause(ctx))
+}
+
+// post publishes a persisted run: the commit status on its head, and the
+// evidence comment of its head edited in place (or created), with every
+// older head's comment collapsed to one line. Only the current head keeps
+// a full comment.
+func (w *verifyWorker) post(ctx context.Context, client forge.Client, run Run) error {
+	if run.Receipt == nil {
+		return fmt.Errorf("post run %d: no receipt", run.ID)
+	}
+	ctx = context.WithoutCancel(ctx) // a verdict reached is posted even while stopping
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	repo := splitRepo(run.Repo)
+	rc := *run.Receipt
+	page := w.d.pageURL(run.ID)
+	if err := client.SetStatus(ctx, repo, run.Head, forgeStatus(evidence.Status(rc, page))); err != nil {
+		return fmt.Errorf("post status: %w", err)
+	}
+	current := run.Head
+	pr, err := client.PullRequest(ctx, repo, run.PR)
+	if err == nil {
+		current = pr.HeadSHA
+	} else if !errors.Is(err, forge.ErrNotFound) {
+		return fmt.Errorf("read pull request: %w", err)
+	}
+	comments, err := client.BotComments(ctx, repo, run.PR)
+	if err != nil {
+		return fmt.Errorf("list comments: %w", err)
+	}
+	mine := false
+	for _, c := range comments {
+		r, n, head, ok := evidence.ParseMarker(c.Body)
+		if !ok || !strings.EqualFold(r, repo.FullName()) || n != run.PR {
+			continue
+		}
+		var body string
+		switch {
+		case head == run.Head && head == current && rc.Reason != evidence.ReasonSuperseded:
+			body, mine = w.d.runComment(repo, run.PR, rc), true
+		case head != current:
+			body = evidence.Superseded(repo.FullName(), run.PR, head, current, w.d.headPage(repo, run.PR))
+		default:
+			continue
+		}
+		if body == c.Body {
+			continue
+		}
+		if err := client.EditComment(ctx, repo, c.ID, body); err != nil {
+			return fmt.Errorf("edit comment %d: %w", c.ID, err)
+		}
+	}
+	if !mine && run.Head == current && rc.Reason != evidence.ReasonSuperseded {
+		if _, err := client.CreateComment(ctx, repo, run.PR, w.d.runComment(repo, run.PR, rc)); err != nil {
+			return fmt.Errorf("create comment: %w", err)
+		}
+	}
+	return w.d.Store.MarkPosted(ctx, run.ID)
+}
+
+// runComment is the evidence comment of rc, mentioning Notify when it asks
+// a maintainer to decide.
+func (d *Deps) runComment(repo forge.Repo, pr int, rc evidence.Receipt) string {
+	body := evidence.RunComment(repo.FullName(), pr, rc)
+	if rc.Outcome == evidence.StopAndAsk && d.Notify != "" && len(body)+len(d.Notify)+8 <= forge.MaxCommentBody {
+		body += "\ncc " + d.Notify + "\n"
+	}
+	return body
+}
+
+// upsertComment edits the evidence comment of head on the pull request to
+// body, creating it when vouch has none.
+func upsertComment(ctx context.Context, client forge.Client, repo forge.Repo, pr int, head, body string) error {
+	comments, err := client.BotComments(ctx, repo, pr)
+	if err != nil {
+		return err
+	}
+	for _, c := range comments {
+		r, n, h, ok := evidence.ParseMarker(c.Body)
+		if ok && strings.EqualFold(r, repo.FullName()) && n == pr && h == head {
+			if c.Body == body {
+				return nil
+			}
+			return client.EditComment(ctx, repo, c.ID, body)
+		}
+	}
+	_, err = client.CreateComment(ctx, repo, pr, body)
+	return err
+}
+
+// pageURL is the evidence page of run id, or "" without a public URL.
+func (d *Deps) pageURL(id int64) string {
+	if d.PublicURL == "" {
+		return ""
+	}
+	return strings.TrimRight(d.PublicURL, "/") + "/runs/" + strconv.FormatInt(id, 10)
+}
+
+// headPage lists a pull request's runs, newest first.
+func (d *Deps) headPage(repo forge.Repo, pr int) string {
+	if d.PublicURL == "" {
+		return ""
+	}
+	return strings.TrimRight(d.PublicURL, "/") + "/runs?repo=" + repoKey(repo) + "&pr=" + strconv.Itoa(pr)
+}
+
+// forgeStatus converts a rendered status.
+func forgeStatus(v evidence.StatusView) forge.Status {
+	return forge.Status{State: forge.StatusState(v.State), Context: v.Context, Description: v.Description, TargetURL: v.TargetURL}
+}
+
+// stepLog joins the steps' outputs under one header line each.
+func stepLog(res *sandbox.Result) []byte {
+	var b bytes.Buffer
+	for _, s := range res.Steps {
+		fmt.Fprintf(&b, "==> step %q: exit %d, %d bytes of output\n", s.Name, s.ExitCode, s.OutputBytes)
+		b.Write(s.Output)
+		if len(s.Output) > 0 && s.Output[len(s.Output)-1] != '\n' {
+			b.WriteByte('\n')
+		}
+	}
+	return b.Bytes()
+}
+
+// splitRepo turns a job's "owner/name" back into a Repo.
+func splitRepo(full string) forge.Repo {
+	owner, name, _ := strings.Cut(full, "/")
+	return forge.Repo{Owner: owner, Name: name}
+}
+
+// prKey names a pull request across forges.
+func prKey(a verifyArgs) string { return a.Forge + "/" + a.Repo + "#" + strconv.Itoa(a.PR) }
+
+func (a verifyArgs) forge() forge.Kind { return forge.Kind(a.Forge) }
+
+// inflight tracks the runs of this process per pull request, so that a run
+// of the current head cancels the runs of older heads.
+type inflight struct {
+	mu   sync.Mutex
+	runs map[string]map[int64]inflightRun
+}
+
+type inflightRun struct {
+	head   string
+	cancel context.CancelCauseFunc
+}
+
+// start registers run id of head on pull request pr and cancels, with
+// errSuperseded, every other run of pr on another head. done unregisters.
+func (f *inflight) start(ctx context.Context, id int64, pr, head string) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.runs == nil {
+		f.runs = map[string]map[int64]inflightRun{}
+	}
+	if f.runs[pr] == nil {
+		f.runs[pr] = map[int64]inflightRun{}
+	}
+	for other, r := range f.runs[pr] {
+		if r.head != head {
+			r.cancel(errSuperseded)
+			delete(f.runs[pr], other)
+		}
+	}
+	f.runs[pr][id] = inflightRun{head: head, cancel: cancel}
+	return ctx, func() {
+		f.mu.Lock()
+		delete(f.runs[pr], id)
+		if len(f.runs[pr]) == 0 {
+			delete(f.runs, pr)
+		}
+		f.mu.Unlock()
+		cancel(nil)
+	}
+}

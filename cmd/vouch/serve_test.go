@@ -116,7 +116,9 @@ forges:
 repositories:
   - {forge: gitea, owner: maintainer, name: project}
 store: {path: %s}
-`, freeAddr(t), secretFile, db)
+signing_key: %s
+fetch_cache: %s
+`, freeAddr(t), secretFile, db, filepath.Join(dir, "data", "signing.key"), filepath.Join(dir, "data", "git"))
 	base, stop, stderr := startServe(t, config)
 
 	for _, p := range []string{"/healthz", "/readyz"} {

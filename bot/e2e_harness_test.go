@@ -328,3 +328,18 @@ func (e *e2e) metric(line string) string {
 }
 
 var _ = fmt.Sprintf
+
+// get fetches url from the service and returns the body; non-200 fails.
+func (e *e2e) get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s\n%s", url, resp.Status, b)
+	}
+	return string(b)
+}

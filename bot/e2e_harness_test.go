@@ -68,8 +68,8 @@ func startE2E(t *testing.T, name string) *e2e {
 		t.Fatalf("add bot: %v", err)
 	}
 	if _, err := g.Commit(ctx, g.Maintainer, repo, "main", "", "initial", map[string]string{
-		".vouch.yml":   e2eRecipe,
-		"main.go":      "package main\n\nfunc main() {}\n",
+		".vouch.yml":     e2eRecipe,
+		"main.go":        "package main\n\nfunc main() {}\n",
 		"tests/ok.check": "echo ok: main.go is there; test -f main.go\n",
 	}); err != nil {
 		t.Fatal(err)

@@ -44,4 +44,3 @@ func OpenPostgres(ctx context.Context, dsn string, logger *slog.Logger) (*Store,
 	s.closers = append(s.closers, func() error { listen.Close(); return nil }, func() error { pool.Close(); return nil }, db.Close)
 	return s, nil
 }
-

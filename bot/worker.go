@@ -115,6 +115,11 @@ type verdict struct {
 func (w *verifyWorker) verify(ctx context.Context, log *slog.Logger, client forge.Client, repo forge.Repo, job *river.Job[verifyArgs]) (verdict, error) {
 	a := job.Args
 	pr, err := client.PullRequest(ctx, repo, a.PR)
+	if err == nil {
+		// Whichever job reads the pull request first learns of a push: runs
+		// of any other head stop now, not when the new head's job starts.
+		w.inflight.supersede(prKey(a), pr.HeadSHA, pr.Open)
+	}
 	switch {
 	case errors.Is(err, forge.ErrNotFound):
 		return verdict{receipt: evidence.NewError(a.BaseSHA, a.HeadSHA, evidence.ReasonSuperseded, "the pull request no longer exists")}, nil
@@ -356,10 +361,26 @@ type inflightRun struct {
 	cancel context.CancelCauseFunc
 }
 
+// supersede cancels, with errSuperseded, every run of pull request pr on a
+// head other than current, or every run when the pull request is closed.
+// current must come from the forge, never from a delivery: an old delivery
+// arriving late must not stop the current head's run.
+func (f *inflight) supersede(pr, current string, open bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, r := range f.runs[pr] {
+		if r.head != current || !open {
+			r.cancel(errSuperseded)
+			delete(f.runs[pr], id)
+		}
+	}
+}
+
 // start registers run id of head on pull request pr and cancels, with
 // errSuperseded, every other run of pr on another head. done unregisters.
 func (f *inflight) start(ctx context.Context, id int64, pr, head string) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
+	f.supersede(pr, head, true)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.runs == nil {
@@ -367,12 +388,6 @@ func (f *inflight) start(ctx context.Context, id int64, pr, head string) (contex
 	}
 	if f.runs[pr] == nil {
 		f.runs[pr] = map[int64]inflightRun{}
-	}
-	for other, r := range f.runs[pr] {
-		if r.head != head {
-			r.cancel(errSuperseded)
-			delete(f.runs[pr], other)
-		}
 	}
 	f.runs[pr][id] = inflightRun{head: head, cancel: cancel}
 	return ctx, func() {

@@ -53,6 +53,16 @@ type e2e struct {
 // sends pull request and comment events to the service.
 func startE2E(t *testing.T, name string) *e2e {
 	t.Helper()
+	e := newE2E(t, name)
+	e.cfg = e.config(t)
+	e.start(t)
+	e.hook(t)
+	return e
+}
+
+// newE2E creates the repository of startE2E, without a service.
+func newE2E(t *testing.T, name string) *e2e {
+	t.Helper()
 	requireBwrap(t)
 	g := srv.Get(t)
 	ctx := t.Context()
@@ -74,9 +84,16 @@ func startE2E(t *testing.T, name string) *e2e {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	e := &e2e{t: t, g: g, repo: repo}
-	e.cfg = e.config(t)
-	e.start(t)
+	return &e2e{t: t, g: g, repo: repo}
+}
+
+// hook makes Gitea deliver the repository's pull request and comment
+// events to the service.
+func (e *e2e) hook(t *testing.T) {
+	t.Helper()
+	m := e.g.API(e.g.Maintainer)
+	m.SetContext(t.Context())
+	repo, g := e.repo, e.g
 	hook, _, err := m.CreateRepoHook(repo.Owner, repo.Name, sdk.CreateHookOption{
 		Type:   "gitea",
 		Config: map[string]string{"url": e.url + "/webhook/gitea", "content_type": "json", "secret": e2eSecret},
@@ -87,7 +104,6 @@ func startE2E(t *testing.T, name string) *e2e {
 		t.Fatalf("CreateRepoHook: %v", err)
 	}
 	t.Cleanup(func() { g.API(g.Maintainer).DeleteRepoHook(repo.Owner, repo.Name, hook.ID) })
-	return e
 }
 
 // config is the service configuration of the test: everything under the
@@ -342,4 +358,17 @@ func (e *e2e) get(t *testing.T, url string) string {
 		t.Fatalf("GET %s: %s\n%s", url, resp.Status, b)
 	}
 	return string(b)
+}
+
+// markers counts the files named name in the kept workspaces.
+func (e *e2e) markers(name string) int {
+	e.t.Helper()
+	n := 0
+	filepath.WalkDir(e.workRoot, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == name {
+			n++
+		}
+		return nil
+	})
+	return n
 }

@@ -456,10 +456,16 @@ func (g *Gitea) seedUsers(ctx context.Context, bin string) error {
 		if err != nil {
 			return err
 		}
-		// The token is the last line; running as root, a warning precedes it.
-		tok := out[strings.LastIndexByte(out, '\n')+1:]
-		if tok == "" || strings.ContainsAny(tok, " \n") {
-			return fmt.Errorf("gitea generate-access-token for %s: unexpected output", u.login)
+		// The token is a line of its own; running as root, a warning comes
+		// before it, and a log line may come after.
+		tok := ""
+		for _, line := range strings.Split(out, "\n") {
+			if line = strings.TrimSpace(line); len(line) == 40 && strings.Trim(line, "0123456789abcdef") == "" {
+				tok = line
+			}
+		}
+		if tok == "" {
+			return fmt.Errorf("gitea generate-access-token for %s: no token in its output %q", u.login, tail(out, 400))
 		}
 		u.u.Token = tok
 	}

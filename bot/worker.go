@@ -39,6 +39,8 @@ type Deps struct {
 	PublicURL string
 	Logger    *slog.Logger
 	Metrics   *Metrics
+
+	commentLocks sync.Map // pull request key → *sync.Mutex
 }
 
 // errSuperseded is the cause with which a run is cancelled when a newer
@@ -143,7 +145,10 @@ func (w *verifyWorker) verify(ctx context.Context, log *slog.Logger, client forg
 	if err := client.SetStatus(ctx, repo, a.HeadSHA, forgeStatus(evidence.Pending(evidence.Running, page))); err != nil {
 		return verdict{}, fmt.Errorf("set pending: %w", err)
 	}
-	if err := upsertComment(ctx, client, repo, a.PR, a.HeadSHA, evidence.PendingComment(repo.FullName(), a.PR, a.HeadSHA, evidence.Running, page)); err != nil {
+	unlock := w.d.lockPR(prKey(a))
+	err = upsertComment(ctx, client, repo, a.PR, a.HeadSHA, evidence.PendingComment(repo.FullName(), a.PR, a.HeadSHA, evidence.Running, page))
+	unlock()
+	if err != nil {
 		return verdict{}, fmt.Errorf("post pending comment: %w", err)
 	}
 	trusted, perm, err := w.d.Trust.Decide(ctx, client, repo, pr.Author)
@@ -240,6 +245,8 @@ func (w *verifyWorker) post(ctx context.Context, client forge.Client, run Run) e
 	} else if !errors.Is(err, forge.ErrNotFound) {
 		return fmt.Errorf("read pull request: %w", err)
 	}
+	unlock := w.d.lockPR(prKeyOf(run.Forge, run.Repo, run.PR))
+	defer unlock()
 	comments, err := client.BotComments(ctx, repo, run.PR)
 	if err != nil {
 		return fmt.Errorf("list comments: %w", err)
@@ -252,7 +259,7 @@ func (w *verifyWorker) post(ctx context.Context, client forge.Client, run Run) e
 		}
 		var body string
 		switch {
-		case head == run.Head && head == current && rc.Reason != evidence.ReasonSuperseded:
+		case head == run.Head && head == current:
 			body, mine = w.d.runComment(repo, run.PR, rc), true
 		case head != current:
 			body = evidence.Superseded(repo.FullName(), run.PR, head, current, w.d.headPage(repo, run.PR))
@@ -345,7 +352,20 @@ func splitRepo(full string) forge.Repo {
 }
 
 // prKey names a pull request across forges.
-func prKey(a verifyArgs) string { return a.Forge + "/" + a.Repo + "#" + strconv.Itoa(a.PR) }
+func prKey(a verifyArgs) string { return prKeyOf(forge.Kind(a.Forge), a.Repo, a.PR) }
+
+func prKeyOf(k forge.Kind, repo string, pr int) string {
+	return string(k) + "/" + strings.ToLower(repo) + "#" + strconv.Itoa(pr)
+}
+
+// lockPR serialises this process's edits of one pull request's comments,
+// so two runs of one head (a webhook's and a /verify's) never both create
+// its comment.
+func (d *Deps) lockPR(key string) (unlock func()) {
+	mu, _ := d.commentLocks.LoadOrStore(key, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	return mu.(*sync.Mutex).Unlock
+}
 
 func (a verifyArgs) forge() forge.Kind { return forge.Kind(a.Forge) }
 

@@ -76,6 +76,9 @@ type Comment struct {
 	ID     int64
 	Author string
 	Body   string
+	// CreatedAt is when the forge says the comment was written (zero when
+	// it did not say).
+	CreatedAt time.Time
 }
 
 // PullRequest is the forge's current view of a pull request.

@@ -192,8 +192,9 @@ func TestDeliveries(t *testing.T) {
 	if *ev != wantComment {
 		t.Errorf("comment event = %+v\nwant %+v", *ev, wantComment)
 	}
-	if *ev.Comment != (forge.Comment{ID: cm.ID, Author: g.Outsider.Login, Body: "/verify"}) {
-		t.Errorf("comment = %+v, want id %d by %s: /verify", *ev.Comment, cm.ID, g.Outsider.Login)
+	if *ev.Comment != (forge.Comment{ID: cm.ID, Author: g.Outsider.Login, Body: "/verify", CreatedAt: ev.Comment.CreatedAt}) ||
+		!ev.Comment.CreatedAt.Equal(cm.Created) {
+		t.Errorf("comment = %+v, want id %d by %s at %s: /verify", *ev.Comment, cm.ID, g.Outsider.Login, cm.Created)
 	}
 
 	// The bot's own comment, an edit and a plain issue's comment are all

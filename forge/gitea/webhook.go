@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"vouch.dev/vouch/forge"
 )
@@ -175,9 +176,10 @@ type (
 		User   *user `json:"user"`
 	}
 	comment struct {
-		ID   int64  `json:"id"`
-		User *user  `json:"user"`
-		Body string `json:"body"`
+		ID        int64     `json:"id"`
+		User      *user     `json:"user"`
+		Body      string    `json:"body"`
+		CreatedAt time.Time `json:"created_at"`
 	}
 	commentPayload struct {
 		Action      string       `json:"action"`
@@ -267,7 +269,7 @@ func (w *Webhook) parseComment(delivery, eventType string, body []byte) (*forge.
 		Number:   p.Issue.Number,
 		Author:   login(p.Issue.User),
 		Sender:   login(p.Sender),
-		Comment:  &forge.Comment{ID: p.Comment.ID, Author: author, Body: p.Comment.Body},
+		Comment:  &forge.Comment{ID: p.Comment.ID, Author: author, Body: p.Comment.Body, CreatedAt: p.Comment.CreatedAt},
 	}
 	if p.PullRequest != nil {
 		if err := fillPull(ev, p.PullRequest, false); err != nil {

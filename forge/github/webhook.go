@@ -190,9 +190,10 @@ func (w *Webhook) parseComment(delivery string, body []byte) (*forge.Event, erro
 		Author:   ev.Issue.GetUser().GetLogin(),
 		Sender:   ev.GetSender().GetLogin(),
 		Comment: &forge.Comment{
-			ID:     ev.Comment.GetID(),
-			Author: author,
-			Body:   ev.Comment.GetBody(),
+			ID:        ev.Comment.GetID(),
+			Author:    author,
+			Body:      ev.Comment.GetBody(),
+			CreatedAt: ev.Comment.GetCreatedAt().Time,
 		},
 	}
 	if err := checkEvent(e); err != nil {

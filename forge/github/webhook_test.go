@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -146,7 +147,7 @@ func TestParseCommentOnPullRequest(t *testing.T) {
 		Type:   forge.EventComment,
 		Repo:   forge.Repo{Owner: "Codertocat", Name: "Hello-World", CloneURL: "https://github.com/Codertocat/Hello-World.git"},
 		Number: 1, Author: "Codertocat", Sender: "Codertocat",
-		Comment: &forge.Comment{ID: 492700400, Author: "Codertocat", Body: "/verify"},
+		Comment: &forge.Comment{ID: 492700400, Author: "Codertocat", Body: "/verify", CreatedAt: time.Date(2019, 5, 15, 15, 20, 21, 0, time.UTC)},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Parse (-want +got):\n%s", diff)

@@ -27,7 +27,7 @@ func (e *e2e) fork() forge.Repo {
 // code would write is absent); the outsider's own approval is refused and
 // runs nothing; a maintainer's approval runs that exact head; a further
 // push needs a new approval. A fork head that edits the recipe is refused
-// for good: no approval unlocks it.
+// for good: the approval lets the gate see it, and the gate refuses it.
 func TestE2EUntrustedFork(t *testing.T) {
 	e := startE2E(t, "e2e-untrusted")
 	o, m := e.g.Outsider, e.g.Maintainer
@@ -100,19 +100,26 @@ func TestE2EUntrustedFork(t *testing.T) {
 		"tests/recipe.check": "touch HOSTILE-V3\n",
 	})
 	pr3 := e.openPR(o, o.Login+":recipe", "change the recipe")
-	st3 := e.waitFinal(head3)
-	if st3.State != sdk.StatusFailure || !strings.Contains(st3.Description, "PROTECTED_PATH_CHANGED") {
-		t.Fatalf("recipe head status = %s %q, want STOP_AND_ASK (PROTECTED_PATH_CHANGED)", st3.State, st3.Description)
+	if st := e.waitFinal(head3); !strings.Contains(st.Description, "UNTRUSTED_AUTHOR") {
+		t.Fatalf("recipe head status before approval = %s %q, want UNTRUSTED_AUTHOR", st.State, st.Description)
 	}
 	e.comment(m, pr3, "/verify approve")
-	e.waitFor("the reply to an approval of a protected change", func() bool { return len(e.replies(pr3)) == 1 })
-	if r := e.replies(pr3)[0]; !strings.Contains(r, "nothing to approve") {
-		t.Errorf("reply:\n%s", r)
+	e.waitFor("the gate's refusal of the approved head", func() bool {
+		for _, r := range e.runsOf(pr3, head3) {
+			if r.Receipt.Reason == evidence.ReasonProtectedPathChanged {
+				return true
+			}
+		}
+		return false
+	})
+	st3 := e.waitFinal(head3)
+	if st3.State != sdk.StatusFailure || !strings.Contains(st3.Description, "PROTECTED_PATH_CHANGED") {
+		t.Errorf("approved recipe head status = %s %q, want STOP_AND_ASK (PROTECTED_PATH_CHANGED)", st3.State, st3.Description)
 	}
 	if e.ran("HOSTILE-V3") || e.ran("HOSTILE-RECIPE") {
 		t.Error("a head that edits the recipe ran")
 	}
-	if n := len(e.runsOf(pr3, head3)); n != 1 {
-		t.Errorf("recipe head has %d runs, want 1", n)
+	if n := len(e.runsOf(pr3, head3)); n != 2 {
+		t.Errorf("recipe head has %d runs, want 2 (the ask, the gate's refusal)", n)
 	}
 }

@@ -151,9 +151,22 @@ func (w *verifyWorker) verify(ctx context.Context, log *slog.Logger, client forg
 	if err != nil {
 		return verdict{}, fmt.Errorf("post pending comment: %w", err)
 	}
-	trusted, perm, err := w.d.Trust.Decide(ctx, client, repo, pr.Author)
+	// Trust first: an untrusted author's head is not even downloaded, let
+	// alone gated or run, until a maintainer approves that exact commit.
+	trusted, why, err := w.trusted(ctx, client, repo, pr)
 	if err != nil {
 		return verdict{}, err
+	}
+	if !trusted {
+		approval, approved, err := w.d.Store.ApprovalFor(ctx, job.Args.forge(), repo, a.PR, a.HeadSHA)
+		if err != nil {
+			return verdict{}, err
+		}
+		if !approved {
+			v.receipt = evidence.AwaitApprovalUnread(base, a.HeadSHA, why+"; running it needs a maintainer's approval of head "+a.HeadSHA)
+			return v, nil
+		}
+		log.Info("running an untrusted head on approval", "approved_by", approval.By)
 	}
 	src, err := client.FetchSource(ctx, pr)
 	if err != nil {
@@ -161,6 +174,9 @@ func (w *verifyWorker) verify(ctx context.Context, log *slog.Logger, client forg
 	}
 	gitRepo, err := w.d.Fetch.Fetch(ctx, src, base, a.HeadSHA)
 	if err != nil {
+		if ctx.Err() != nil {
+			return w.interrupted(ctx, client, repo, v, a, base)
+		}
 		var missing *fetch.MissingError
 		if errors.As(err, &missing) {
 			v.receipt = evidence.NewError(base, a.HeadSHA, evidence.ReasonInternal, "the commits could not be fetched: "+err.Error())
@@ -171,7 +187,7 @@ func (w *verifyWorker) verify(ctx context.Context, log *slog.Logger, client forg
 	d, err := gate.Decide(ctx, gitRepo, base, a.HeadSHA, w.d.Policy)
 	if err != nil {
 		if ctx.Err() != nil {
-			return w.interrupted(ctx, v, base, a.HeadSHA)
+			return w.interrupted(ctx, client, repo, v, a, base)
 		}
 		v.receipt = evidence.NewError(base, a.HeadSHA, evidence.ReasonInternal, "gate: "+err.Error())
 		return v, nil
@@ -181,21 +197,9 @@ func (w *verifyWorker) verify(ctx context.Context, log *slog.Logger, client forg
 		v.receipt = evidence.Judge(d, nil)
 		return v, nil
 	}
-	if !trusted {
-		approval, approved, err := w.d.Store.ApprovalFor(ctx, job.Args.forge(), repo, a.PR, a.HeadSHA)
-		if err != nil {
-			return verdict{}, err
-		}
-		if !approved {
-			v.receipt = evidence.AwaitApproval(d, fmt.Sprintf("the author %s has %s permission on %s; running their code needs %s, or a maintainer's approval of head %s",
-				pr.Author, perm, repo.FullName(), w.d.Trust.min(), a.HeadSHA))
-			return v, nil
-		}
-		log.Info("running an untrusted author's head on approval", "approved_by", approval.By)
-	}
 	res, err := w.d.Runner.Run(ctx, plan)
 	if ctx.Err() != nil {
-		return w.interrupted(ctx, v, base, a.HeadSHA)
+		return w.interrupted(ctx, client, repo, v, a, base)
 	}
 	if err != nil {
 		w.d.Metrics.sandboxFailure()
@@ -210,15 +214,61 @@ func (w *verifyWorker) verify(ctx context.Context, log *slog.Logger, client forg
 	return v, nil
 }
 
-// interrupted turns a cancelled run into SUPERSEDED when a newer head
-// caused it, or into a transient error (the job runs again) when the
-// service is stopping.
-func (w *verifyWorker) interrupted(ctx context.Context, v verdict, base, head string) (verdict, error) {
-	if errors.Is(context.Cause(ctx), errSuperseded) {
-		v.receipt = evidence.NewError(base, head, evidence.ReasonSuperseded, "a newer head was pushed while this one was being verified")
+// trusted decides whether pr's head may run without an approval: its
+// author's permission, read from the forge now, and, for a head in another
+// owner's fork, that owner's too (their pushes change the head).
+func (w *verifyWorker) trusted(ctx context.Context, client forge.Client, repo forge.Repo, pr *forge.PullRequest) (bool, string, error) {
+	ok, perm, err := w.d.Trust.Decide(ctx, client, repo, pr.Author)
+	if err != nil {
+		return false, "", err
+	}
+	if !ok {
+		return false, fmt.Sprintf("the author %s has %s permission on %s (trust needs %s)", pr.Author, perm, repo.FullName(), w.d.Trust.min()), nil
+	}
+	owner := pr.HeadRepo.Owner
+	if !pr.Fork || owner == "" || strings.EqualFold(owner, pr.Author) {
+		return true, "", nil
+	}
+	ok, perm, err = w.d.Trust.Decide(ctx, client, repo, owner)
+	switch {
+	case errors.Is(err, forge.ErrNotFound):
+		ok, perm = false, forge.PermNone // an organisation, or a user the forge does not know here
+	case err != nil:
+		return false, "", err
+	}
+	if !ok {
+		return false, fmt.Sprintf("the head is in %s's fork %s, and %s has %s permission on %s (trust needs %s)",
+			owner, pr.HeadRepo.FullName(), owner, perm, repo.FullName(), w.d.Trust.min()), nil
+	}
+	return true, "", nil
+}
+
+// interrupted turns a cancelled run into a verdict or a retry:
+//   - cancelled because another job saw a newer head: the forge is asked
+//     again, and only if the head really moved (or the pull request was
+//     closed) is it SUPERSEDED; a stale view runs the head again;
+//   - the job's timeout passed: a final ERROR, never retried;
+//   - the service is stopping: a transient error, so the job runs again.
+func (w *verifyWorker) interrupted(ctx context.Context, client forge.Client, repo forge.Repo, v verdict, a verifyArgs, base string) (verdict, error) {
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, errSuperseded):
+		askCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		pr, err := client.PullRequest(askCtx, repo, a.PR)
+		if err != nil && !errors.Is(err, forge.ErrNotFound) {
+			return verdict{}, fmt.Errorf("confirm supersede: %w", err)
+		}
+		if err == nil && pr.Open && pr.HeadSHA == a.HeadSHA {
+			return verdict{}, errors.New("cancelled on a stale view of the pull request; its head is still current, running again")
+		}
+		v.receipt = evidence.NewError(base, a.HeadSHA, evidence.ReasonSuperseded, "a newer head was pushed, or the pull request closed, while this one was being verified")
+		return v, nil
+	case errors.Is(cause, context.DeadlineExceeded):
+		v.receipt = evidence.NewError(base, a.HeadSHA, evidence.ReasonInternal, "the verification outran the service's job_timeout and was stopped")
 		return v, nil
 	}
-	return verdict{}, fmt.Errorf("interrupted: %w", context.Cause(ctx))
+	return verdict{}, fmt.Errorf("interrupted: %w", cause)
 }
 
 // post publishes a persisted run: the commit status on its head, and the

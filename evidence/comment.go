@@ -137,9 +137,12 @@ func writeSHAs(b *strings.Builder, rc Receipt) {
 	row("base", code(rc.Base, maxValueShown))
 	row("merge-base", code(rc.MergeBase, maxValueShown))
 	row("head", code(rc.Head, maxValueShown))
-	if rc.Recipe.SHA256 != "" {
+	switch {
+	case rc.Recipe.Path == "":
+		row("recipe", "not read (nothing was fetched)")
+	case rc.Recipe.SHA256 != "":
 		row("recipe", code(rc.Recipe.Path, maxValueShown)+" sha256 "+code(rc.Recipe.SHA256, maxValueShown))
-	} else {
+	default:
 		row("recipe", code(rc.Recipe.Path, maxValueShown)+" (none at base)")
 	}
 	row("executed", yesNo(rc.Executed, "yes", "no: nothing from the head ran"))
@@ -149,14 +152,18 @@ func writeSHAs(b *strings.Builder, rc Receipt) {
 // writeGate writes the changed paths and the violations, bounded by lim.
 func writeGate(b *strings.Builder, rc Receipt, lim commentLimits) {
 	changed, violations := rc.Gate.Changed, rc.Gate.Violations
+	if rc.Recipe.Path == "" {
+		b.WriteString("### Gate\n\nNot run: nothing was fetched.\n\n")
+		return
+	}
+	nc, nv := max(len(changed), rc.Gate.ChangedTotal), max(len(violations), rc.Gate.ViolationsTotal)
 	fmt.Fprintf(b, "### Gate\n\n%d changed %s, %d %s.\n\n",
-		len(changed), plural(len(changed), "path", "paths"),
-		len(violations), plural(len(violations), "violation", "violations"))
+		nc, plural(nc, "path", "paths"), nv, plural(nv, "violation", "violations"))
 	if len(violations) > 0 && lim.violations > 0 {
 		b.WriteString("| path | rule |\n|---|---|\n")
 		for i, v := range violations {
 			if i == lim.violations {
-				fmt.Fprintf(b, "| ... and %d more | |\n", len(violations)-i)
+				fmt.Fprintf(b, "| ... and %d more | |\n", nv-i)
 				break
 			}
 			fmt.Fprintf(b, "| %s | %s |\n", cell(code(v.Path, maxPathShown)), cell(code(v.Rule, maxValueShown)))
@@ -164,10 +171,10 @@ func writeGate(b *strings.Builder, rc Receipt, lim commentLimits) {
 		b.WriteString("\n")
 	}
 	if len(changed) > 0 && lim.paths > 0 {
-		fmt.Fprintf(b, "<details><summary>changed paths (%d)</summary>\n\n", len(changed))
+		fmt.Fprintf(b, "<details><summary>changed paths (%d)</summary>\n\n", nc)
 		for i, p := range changed {
 			if i == lim.paths {
-				fmt.Fprintf(b, "- ... and %d more\n", len(changed)-i)
+				fmt.Fprintf(b, "- ... and %d more\n", nc-i)
 				break
 			}
 			fmt.Fprintf(b, "- %s\n", code(p, maxPathShown))

@@ -24,6 +24,15 @@ func AwaitApproval(d *gate.Decision, detail string) Receipt {
 	return rc.verdict(StopAndAsk, ReasonUntrustedAuthor, detail)
 }
 
+// AwaitApprovalUnread returns the STOP_AND_ASK/UNTRUSTED_AUTHOR receipt of
+// a head vouch did not even fetch: an untrusted author's code is neither
+// downloaded nor gated until a maintainer approves the head, so the
+// receipt names only the two commits (recipe path empty: not read).
+func AwaitApprovalUnread(base, head, detail string) Receipt {
+	rc := empty(base, head)
+	return rc.verdict(StopAndAsk, ReasonUntrustedAuthor, detail)
+}
+
 // empty is a receipt with the given SHAs whose lists and maps are empty
 // rather than nil, so that its JSON shows [] and {} instead of null.
 func empty(base, head string) Receipt {

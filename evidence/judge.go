@@ -130,12 +130,21 @@ func fromDecision(d *gate.Decision) Receipt {
 	rc := empty(d.Base, d.Head)
 	rc.MergeBase = d.MergeBase
 	rc.Recipe = RecipeRef{Path: gate.RecipePath, SHA256: d.RecipeSHA256}
-	rc.Gate.Changed = append(rc.Gate.Changed, d.Changed...)
-	for _, v := range d.Violations {
+	rc.Gate.Changed = append(rc.Gate.Changed, d.Changed[:min(len(d.Changed), MaxReceiptPaths)]...)
+	for _, v := range d.Violations[:min(len(d.Violations), MaxReceiptPaths)] {
 		rc.Gate.Violations = append(rc.Gate.Violations, Violation{Path: v.Path, Rule: v.Rule})
+	}
+	if len(d.Changed) > MaxReceiptPaths || len(d.Violations) > MaxReceiptPaths {
+		rc.Gate.ChangedTotal, rc.Gate.ViolationsTotal = len(d.Changed), len(d.Violations)
 	}
 	return rc
 }
+
+// MaxReceiptPaths bounds the changed paths and the violations a receipt
+// lists, so that one pull request cannot make every receipt, envelope and
+// evidence page of it huge; past it, the totals are recorded beside the
+// first MaxReceiptPaths.
+const MaxReceiptPaths = 10000
 
 // addSandbox copies what r observed into rc: facts, whether anything was
 // released to run, and one record per launched step, with its tests counted

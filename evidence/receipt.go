@@ -28,6 +28,10 @@ type RecipeRef struct {
 type GateResult struct {
 	Changed    []string    `json:"changed"`
 	Violations []Violation `json:"violations"`
+	// ChangedTotal and ViolationsTotal are set only when a list was cut at
+	// MaxReceiptPaths: they are the full counts.
+	ChangedTotal    int `json:"changed_total,omitempty"`
+	ViolationsTotal int `json:"violations_total,omitempty"`
 }
 
 // Violation is a path and the rule that caught it.

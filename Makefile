@@ -24,6 +24,7 @@ test: lint gitea
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 20x ./gate/ ./sandbox/
 	$(GO) test -run '^$$' -bench . -benchmem ./forge/gitea/ ./forge/github/
+	$(GO) test -run '^$$' -bench BenchmarkIntakeLoad -benchtime 3000x ./bot/
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzCountTests -fuzztime 2m ./evidence/

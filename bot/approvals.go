@@ -59,3 +59,20 @@ SELECT MIN(finished_at) FROM vouch_run WHERE forge = ? AND repo = ? AND pr = ? A
 	}
 	return unstamp(at.String), nil
 }
+
+// latestHeadBefore returns the head of the pull request's most recent run
+// that started before t ("" when none did): the last head vouch was
+// handling when a comment was written.
+func (s *Store) latestHeadBefore(ctx context.Context, k forge.Kind, repo forge.Repo, pr int, t time.Time) (string, error) {
+	var head string
+	err := s.db.QueryRowContext(ctx, s.dialect.rebind(`
+SELECT head FROM vouch_run WHERE forge = ? AND repo = ? AND pr = ? AND created_at < ? ORDER BY created_at DESC, id DESC LIMIT 1`),
+		string(k), repoKey(repo), pr, stamp(t)).Scan(&head)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("latest head before %s: %w", t, err)
+	}
+	return head, nil
+}

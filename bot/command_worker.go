@@ -47,10 +47,16 @@ func (w *commandWorker) Work(ctx context.Context, job *river.Job[commandArgs]) e
 	var replies []string
 	seen := map[CommandKind]bool{}
 	for _, c := range a.Commands {
-		if seen[c.Kind] && c.Kind != CommandUnknown {
+		// One answer per kind: a comment of a thousand unknown commands gets
+		// one line about the first, and the help text at most once.
+		if seen[c.Kind] {
 			continue
 		}
 		seen[c.Kind] = true
+		if c.Kind == CommandUnknown && hasKind(a.Commands, CommandHelp) {
+			replies = append(replies, fmt.Sprintf("@%s: `/verify %s` is not a vouch command.", a.Author, inertArg(c.Arg)))
+			continue
+		}
 		reply, err := w.handle(ctx, log, client, repo, pr, job, c)
 		if err != nil {
 			return err
@@ -105,20 +111,43 @@ func (w *commandWorker) handle(ctx context.Context, log *slog.Logger, client for
 		log.Info("verification requested", "head", head)
 		return "", nil
 	case CommandApprove:
-		// The approval binds to the head vouch asked about, and only if vouch
-		// asked before the comment arrived: a maintainer cannot have reviewed
-		// a head pushed after they wrote.
+		// The approval binds to the head vouch asked about, and only if that
+		// was the last head vouch was handling when the comment was written
+		// (the earlier of the forge's timestamp and the delivery's arrival)
+		// and vouch had asked about it by then: a maintainer cannot have
+		// reviewed a head pushed, or pushed back, after they wrote.
+		//
+		// Gitea's comment event names the head the pull request had when the
+		// comment was made, checked equal to the current head above, and
+		// the delivery's arrival bounds when the maintainer could have seen
+		// vouch's question. GitHub's names none: the approval then binds only
+		// if the head is the last one vouch was handling when the comment
+		// was written, by the forge's timestamp (whole seconds) or the
+		// arrival, whichever is earlier.
+		seen := job.CreatedAt
+		if a.HeadSHA == "" && !a.CommentAt.IsZero() && a.CommentAt.Before(seen) {
+			seen = a.CommentAt
+		}
 		asked, err := w.d.Store.askedAt(ctx, forge.Kind(a.Forge), repo, a.PR, head)
 		if err != nil {
 			return "", err
+		}
+		latest := head
+		if a.HeadSHA == "" {
+			if latest, err = w.d.Store.latestHeadBefore(ctx, forge.Kind(a.Forge), repo, a.PR, seen); err != nil {
+				return "", err
+			}
 		}
 		switch {
 		case asked.IsZero():
 			return fmt.Sprintf("@%s: vouch has not asked for approval of the current head `%s`, so there is nothing to approve yet. If it asks, approve that head.",
 				a.Author, short(head)), nil
-		case !asked.Before(job.CreatedAt):
-			return fmt.Sprintf("@%s: vouch asked about head `%s` only after your comment arrived; review that head and approve again.",
+		case !asked.Before(seen):
+			return fmt.Sprintf("@%s: vouch asked about head `%s` only after your comment was written; review that head and approve again.",
 				a.Author, short(head)), nil
+		case latest != head:
+			return fmt.Sprintf("@%s: when you wrote, vouch was handling head `%s`, but the pull request now points at `%s`; review `%s` and approve again.",
+				a.Author, short(latest), short(head), short(head)), nil
 		}
 		appr := Approval{Forge: forge.Kind(a.Forge), Repo: repo, PR: a.PR, HeadSHA: head, By: a.Author, At: time.Now()}
 		if err := w.d.Store.SaveApproval(ctx, appr, a.CommentID); err != nil {
@@ -133,6 +162,16 @@ func (w *commandWorker) handle(ctx context.Context, log *slog.Logger, client for
 			a.Author, short(head)), nil
 	}
 	return "", nil
+}
+
+// hasKind reports whether cmds holds a command of kind k.
+func hasKind(cmds []Command, k CommandKind) bool {
+	for _, c := range cmds {
+		if c.Kind == k {
+			return true
+		}
+	}
+	return false
 }
 
 // reply posts body unless vouch already answered the comment.

@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -49,9 +50,10 @@ func TestE2EMaintainerPR(t *testing.T) {
 		t.Fatalf("head 3 final status = %s %q", st.State, st.Description)
 	}
 	var byHead map[string][]string
-	e.waitFor("head 2's comment collapsed", func() bool {
+	e.waitFor("head 2's comment collapsed and head 3's posted", func() bool {
 		byHead = e.evidenceComments(pr)
-		return len(byHead[head2]) == 1 && strings.Contains(byHead[head2][0], "superseded by")
+		return len(byHead[head2]) == 1 && strings.Contains(byHead[head2][0], "superseded by") &&
+			len(byHead[head3]) == 1 && strings.HasPrefix(byHead[head3][0], "**vouch: PASS**")
 	})
 	if len(byHead) != 3 {
 		t.Fatalf("evidence comments for %d heads, want 3: %v", len(byHead), byHead)
@@ -76,7 +78,13 @@ func TestE2EMaintainerPR(t *testing.T) {
 	if len(runs) != 1 || runs[0].Receipt == nil || !runs[0].Receipt.Executed || !runs[0].Receipt.Sandbox.Isolated {
 		t.Fatalf("head 3 runs = %+v", runs)
 	}
-	if len(runs[0].Envelope) == 0 {
-		t.Error("head 3's receipt was not signed")
+	if run, err := e.svc.store.Run(t.Context(), runs[0].ID); err != nil || len(run.Envelope) == 0 {
+		t.Errorf("head 3's receipt was not signed (%v)", err)
+	}
+	if key := e.get(t, e.url+"/key"); !strings.Contains(key, "PUBLIC KEY") {
+		t.Errorf("/key = %q", key)
+	}
+	if env := e.get(t, fmt.Sprintf("%s/runs/%d/receipt.json", e.url, runs[0].ID)); !strings.Contains(env, `"payloadType"`) {
+		t.Errorf("receipt.json is not a DSSE envelope: %.200s", env)
 	}
 }

@@ -118,7 +118,7 @@ func TestGitHubApprovalWithoutHead(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A comment that arrived before vouch asked does not approve.
-	if r := approve("maintainer", time.Now().Add(-time.Hour)); !strings.Contains(r, "only after your comment arrived") || approved(headA) {
+	if r := approve("maintainer", time.Now().Add(-time.Hour)); !strings.Contains(r, "only after your comment was written") || approved(headA) {
 		t.Fatalf("approval that predates the ask: %q", r)
 	}
 	// The outsider cannot approve.
@@ -131,6 +131,31 @@ func TestGitHubApprovalWithoutHead(t *testing.T) {
 	fake.mu.Unlock()
 	if r := approve("maintainer", time.Now().Add(time.Second)); !strings.Contains(r, "nothing to approve") || approved(headA) || approved(fake.head) {
 		t.Fatalf("approval after a push: %q", r)
+	}
+	// The attack a head-less event invites: vouch asked about A, then about
+	// a harmless C the maintainer reviews; the author pushes A back right
+	// after the maintainer's approval. The approval does not land on A.
+	harmless := strings.Repeat("c", 40)
+	if _, _, err := store.BeginRun(ctx, Run{ID: 101, Forge: forge.GitHub, Repo: repoKey(repo), PR: 5, Head: harmless}); err != nil {
+		t.Fatal(err)
+	}
+	askC := evidence.Receipt{Outcome: evidence.StopAndAsk, Reason: evidence.ReasonUntrustedAuthor, Head: harmless, Base: headB}
+	if err := store.FinishRun(ctx, Run{ID: 101, Receipt: &askC}); err != nil {
+		t.Fatal(err)
+	}
+	fake.mu.Lock()
+	fake.head = headA // pushed back after the comment
+	fake.mu.Unlock()
+	if r := approve("maintainer", time.Now().Add(time.Second)); !strings.Contains(r, "when you wrote, vouch was handling head `"+harmless[:12]+"`") || approved(headA) {
+		t.Fatalf("approval meant for C landed on A: %q, approved %v", r, approved(headA))
+	}
+	// vouch asks about A again (the author's push back), then the
+	// maintainer, having seen it, approves: that binds to A.
+	if _, _, err := store.BeginRun(ctx, Run{ID: 102, Forge: forge.GitHub, Repo: repoKey(repo), PR: 5, Head: headA}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.FinishRun(ctx, Run{ID: 102, Receipt: &ask}); err != nil {
+		t.Fatal(err)
 	}
 	// Back on head A, a maintainer's approval after the ask binds to A.
 	fake.mu.Lock()

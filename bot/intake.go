@@ -37,8 +37,13 @@ type Intake struct {
 	inflight     chan struct{}
 }
 
-// MaxInflightBodies is how many deliveries Intake reads at once; more get
-// 503 and the forge retries them.
+// MaxInflightBodies is how many deliveries Intake reads and parses at once;
+// more get 503 and the forge retries them. A delivery gives its slot back
+// once parsed: waiting for the queue holds a small Job, not the body, so
+// slow storage does not turn bursts into 503s. Each slot may hold
+// forge.MaxWebhookBody, so this bounds the intake's memory (8 × 25 MiB);
+// reading and parsing take well under a millisecond, so 8 suffice for
+// 64 clients at once without a 503 (BenchmarkIntakeLoad, busy/delivery).
 const MaxInflightBodies = 8
 
 // WebhookPath is the endpoint of a forge's deliveries.
@@ -64,11 +69,20 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	in.inflightOnce.Do(func() { in.inflight = make(chan struct{}, MaxInflightBodies) })
 	select {
 	case in.inflight <- struct{}{}:
-		defer func() { <-in.inflight }()
 	default:
 		reply(w, http.StatusServiceUnavailable, "busy, retry later")
 		return
 	}
+	// The slot bounds the bodies held, not the deliveries waiting for the
+	// store: it is given back once the body is parsed, before Enqueue.
+	held := true
+	release := func() {
+		if held {
+			held = false
+			<-in.inflight
+		}
+	}
+	defer release()
 	if r.ContentLength > forge.MaxWebhookBody {
 		in.answer(w, log, fmt.Errorf("%w: Content-Length %d", forge.ErrTooLarge, r.ContentLength), nil)
 		return
@@ -102,6 +116,7 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		in.answer(w, log, err, ev)
 		return
 	}
+	release()
 	fresh, err := in.Queue.Enqueue(r.Context(), job)
 	if err != nil {
 		in.Metrics.delivery(kind, string(ev.Type), "error")
@@ -146,7 +161,7 @@ func (in *Intake) jobFor(kind forge.Kind, ev *forge.Event) (Job, error) {
 			return Job{}, fmt.Errorf("%w: comment without commands", errNoWork)
 		}
 		return Job{Kind: JobCommand, Forge: kind, Repo: repo, PR: ev.Number, HeadSHA: ev.HeadSHA, Delivery: ev.Delivery,
-			CommentID: ev.Comment.ID, Author: ev.Comment.Author, Commands: cmds}, nil
+			CommentID: ev.Comment.ID, CommentAt: ev.Comment.CreatedAt, Author: ev.Comment.Author, Commands: cmds}, nil
 	}
 	return Job{}, fmt.Errorf("%w: event %s", errNoWork, ev.Type)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"vouch.dev/vouch/forge"
 )
@@ -38,6 +39,7 @@ type Job struct {
 	Delivery string
 	// For JobCommand: the comment, its author and the commands in it.
 	CommentID int64
+	CommentAt time.Time
 	Author    string
 	Commands  []Command
 }

@@ -3,7 +3,10 @@ package bot
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
+
+	"vouch.dev/vouch/evidence"
 )
 
 // takeBackOrphans makes the jobs a dead process left "running" available
@@ -70,16 +73,28 @@ func (s *Service) scanOnce(ctx context.Context) {
 			continue
 		}
 		for _, pr := range prs {
-			runs, err := s.store.Runs(ctx, RunFilter{Forge: ref.Forge, Repo: repoKey(repo), PR: pr.Number, Head: pr.HeadSHA, Finished: true}, 1)
+			runs, err := s.store.Runs(ctx, RunFilter{Forge: ref.Forge, Repo: repoKey(repo), PR: pr.Number, Head: pr.HeadSHA, Finished: true}, 20)
 			if err != nil {
 				log.Warn("recovery scan", "err", err)
 				return
 			}
-			if len(runs) > 0 {
+			// A verdict stands; a SUPERSEDED run of the head that is current
+			// again (closed and reopened, pushed back) is no verdict, so the
+			// head is queued again, once per such run.
+			trigger, verdict := "", false
+			for _, r := range runs {
+				if r.Receipt != nil && r.Receipt.Reason != evidence.ReasonSuperseded {
+					verdict = true
+				}
+			}
+			if verdict {
 				continue
 			}
+			if len(runs) > 0 {
+				trigger = "rescan:" + strconv.FormatInt(runs[0].ID, 10)
+			}
 			fresh, err := s.store.EnqueueVerify(ctx, verifyArgs{Forge: string(ref.Forge), Repo: repoKey(repo), PR: pr.Number,
-				HeadSHA: pr.HeadSHA, BaseSHA: pr.BaseSHA, Delivery: "recovery-scan"})
+				HeadSHA: pr.HeadSHA, BaseSHA: pr.BaseSHA, Trigger: trigger, Delivery: "recovery-scan"})
 			if err != nil {
 				log.Warn("recovery scan: enqueue", "pr", pr.Number, "err", err)
 				continue

@@ -131,7 +131,7 @@ type RunFilter struct {
 }
 
 // Runs lists at most limit runs that pass f, newest first, without their
-// logs.
+// logs and envelopes.
 func (s *Store) Runs(ctx context.Context, f RunFilter, limit int) ([]Run, error) {
 	var where []string
 	var args []any
@@ -157,7 +157,9 @@ func (s *Store) Runs(ctx context.Context, f RunFilter, limit int) ([]Run, error)
 	if f.Finished {
 		add("state <> ?", string(RunRunning))
 	}
-	q := `SELECT ` + strings.Replace(runColumns, " log,", " NULL,", 1) + ` FROM vouch_run`
+	// Lists carry receipts but never logs or envelopes: those are read one
+	// run at a time.
+	q := `SELECT ` + strings.Replace(strings.Replace(runColumns, " log,", " NULL,", 1), " envelope,", " NULL,", 1) + ` FROM vouch_run`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}

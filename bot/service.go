@@ -164,6 +164,11 @@ func newWorkers(store *Store, deps *Deps, cfg Config) (*river.Client[*sql.Tx], e
 		// replica that died; another takes it over.
 		RescueStuckJobsAfter: timeout + 5*time.Minute,
 		MaxAttempts:          maxAttempts,
+		// Jobs are unique per head while River keeps them: keep finished
+		// ones long, so a head is not verified again by a late redelivery.
+		CompletedJobRetentionPeriod: 90 * 24 * time.Hour,
+		CancelledJobRetentionPeriod: 90 * 24 * time.Hour,
+		DiscardedJobRetentionPeriod: 90 * 24 * time.Hour,
 		RetryPolicy:          retryPolicy{},
 		FetchPollInterval:    pollInterval,
 		FetchCooldown:        pollInterval / 4,
@@ -191,7 +196,8 @@ func (s *Service) ready(w http.ResponseWriter, r *http.Request) {
 	case p == nil:
 		reply(w, http.StatusServiceUnavailable, "sandbox proof pending")
 	case *p != "":
-		reply(w, http.StatusServiceUnavailable, "sandbox not proven: "+*p)
+		// The diagnosis is in the log; the public answer names no host detail.
+		reply(w, http.StatusServiceUnavailable, "sandbox not proven at start; see the service log or run vouch doctor")
 	default:
 		reply(w, http.StatusOK, "ready")
 	}

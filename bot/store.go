@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -48,12 +49,14 @@ func (verifyArgs) InsertOpts() river.InsertOpts {
 // commandArgs are a JobCommand's River arguments, unique per comment: the
 // delivery id is not signed, and a forge's "redeliver" mints a new one.
 type commandArgs struct {
-	Forge     string    `json:"forge" river:"unique"`
-	Repo      string    `json:"repo" river:"unique"`
-	PR        int       `json:"pr"`
-	HeadSHA   string    `json:"head_sha,omitempty"`
-	Delivery  string    `json:"delivery"`
-	CommentID int64     `json:"comment_id" river:"unique"`
+	Forge     string `json:"forge" river:"unique"`
+	Repo      string `json:"repo" river:"unique"`
+	PR        int    `json:"pr"`
+	HeadSHA   string `json:"head_sha,omitempty"`
+	Delivery  string `json:"delivery"`
+	CommentID int64  `json:"comment_id" river:"unique"`
+	// CommentAt is when the forge says the comment was written.
+	CommentAt time.Time `json:"comment_at,omitzero"`
 	Author    string    `json:"author"`
 	Commands  []Command `json:"commands"`
 }
@@ -75,6 +78,11 @@ type Store struct {
 	driver  riverdriver.Driver[*sql.Tx]
 	logger  *slog.Logger
 	closers []func() error
+
+	// batch queues Enqueue calls for the writer goroutine (batch.go).
+	batch     *batcher
+	closeOnce sync.Once
+	closeErr  error
 }
 
 var _ Queue = (*Store)(nil)
@@ -148,46 +156,19 @@ func newStore(ctx context.Context, db *sql.DB, d dialect, driver riverdriver.Dri
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
-	return &Store{db: db, dialect: d, river: client, driver: driver, logger: logger}, nil
+	s := &Store{db: db, dialect: d, river: client, driver: driver, logger: logger, batch: newBatcher()}
+	go s.writeLoop()
+	return s, nil
 }
 
-// Enqueue records the delivery and inserts the job in one transaction.
+// Enqueue records the delivery and inserts the job in one transaction,
+// which it shares with the Enqueue calls waiting at the same time (group
+// commit, batch.go).
 func (s *Store) Enqueue(ctx context.Context, job Job) (bool, error) {
 	if err := job.validate(); err != nil {
 		return false, err
 	}
-	var args river.JobArgs
-	switch job.Kind {
-	case JobVerify:
-		args = verifyArgs{Forge: string(job.Forge), Repo: repoKey(job.Repo), PR: job.PR, HeadSHA: job.HeadSHA, BaseSHA: job.BaseSHA, Delivery: job.Delivery}
-	case JobCommand:
-		args = commandArgs{Forge: string(job.Forge), Repo: repoKey(job.Repo), PR: job.PR, HeadSHA: job.HeadSHA,
-			Delivery: job.Delivery, CommentID: job.CommentID, Author: job.Author, Commands: job.Commands}
-	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return false, fmt.Errorf("enqueue %s: %w", job.Delivery, err)
-	}
-	defer tx.Rollback()
-	r, err := tx.ExecContext(ctx, s.dialect.rebind(
-		`INSERT INTO vouch_delivery (forge, delivery, received_at, job_kind) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`),
-		string(job.Forge), job.Delivery, stamp(time.Now()), string(job.Kind))
-	if err != nil {
-		return false, fmt.Errorf("record delivery %s: %w", job.Delivery, err)
-	}
-	if n, err := r.RowsAffected(); err != nil {
-		return false, fmt.Errorf("record delivery %s: %w", job.Delivery, err)
-	} else if n == 0 {
-		return false, nil // a replayed delivery
-	}
-	res, err := s.river.InsertTx(ctx, tx, args, nil)
-	if err != nil {
-		return false, fmt.Errorf("insert %s job for delivery %s: %w", job.Kind, job.Delivery, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("enqueue %s: %w", job.Delivery, err)
-	}
-	return !res.UniqueSkippedAsDuplicate, nil
+	return s.enqueue(ctx, job, argsOf(job))
 }
 
 // EnqueueVerify queues a verification that no delivery carries (a
@@ -254,18 +235,24 @@ func jobOf(row *rivertype.JobRow) (Job, error) {
 			return Job{}, fmt.Errorf("job %d: %w", row.ID, err)
 		}
 		return Job{Kind: JobCommand, Forge: forge.Kind(a.Forge), Repo: split(a.Repo), PR: a.PR, HeadSHA: a.HeadSHA,
-			Delivery: a.Delivery, CommentID: a.CommentID, Author: a.Author, Commands: a.Commands}, nil
+			Delivery: a.Delivery, CommentID: a.CommentID, CommentAt: a.CommentAt, Author: a.Author, Commands: a.Commands}, nil
 	}
 	return Job{}, fmt.Errorf("job %d: unknown kind %q", row.ID, row.Kind)
 }
 
-// Close closes the database and releases the store's lock.
+// Close answers the Enqueue calls already waiting, stops the writer,
+// closes the database and releases the store's lock. An Enqueue after Close
+// fails. Close may be called more than once.
 func (s *Store) Close() error {
-	var errs []error
-	for i := len(s.closers) - 1; i >= 0; i-- {
-		errs = append(errs, s.closers[i]())
-	}
-	return errors.Join(errs...)
+	s.closeOnce.Do(func() {
+		s.batch.close()
+		var errs []error
+		for i := len(s.closers) - 1; i >= 0; i-- {
+			errs = append(errs, s.closers[i]())
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
 }
 
 // repoKey is a repository's name as jobs are keyed: forges treat owner and

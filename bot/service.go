@@ -169,9 +169,9 @@ func newWorkers(store *Store, deps *Deps, cfg Config) (*river.Client[*sql.Tx], e
 		CompletedJobRetentionPeriod: 90 * 24 * time.Hour,
 		CancelledJobRetentionPeriod: 90 * 24 * time.Hour,
 		DiscardedJobRetentionPeriod: 90 * 24 * time.Hour,
-		RetryPolicy:          retryPolicy{},
-		FetchPollInterval:    pollInterval,
-		FetchCooldown:        pollInterval / 4,
+		RetryPolicy:                 retryPolicy{},
+		FetchPollInterval:           pollInterval,
+		FetchCooldown:               pollInterval / 4,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("river workers: %w", err)

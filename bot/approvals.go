@@ -30,7 +30,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
 // one was recorded; ok is false otherwise.
 func (s *Store) ApprovalFor(ctx context.Context, k forge.Kind, repo forge.Repo, pr int, head string) (a Approval, ok bool, err error) {
 	var at string
-	err = s.db.QueryRowContext(ctx, s.dialect.rebind(`
+	err = s.read.QueryRowContext(ctx, s.dialect.rebind(`
 SELECT by_login, approved_at FROM vouch_approval WHERE forge = ? AND repo = ? AND pr = ? AND head = ?`),
 		string(k), repoKey(repo), pr, head).Scan(&a.By, &at)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -51,7 +51,7 @@ SELECT by_login, approved_at FROM vouch_approval WHERE forge = ? AND repo = ? AN
 // zero time when it never did.
 func (s *Store) askedAt(ctx context.Context, k forge.Kind, repo forge.Repo, pr int, head string) (time.Time, error) {
 	var at sql.NullString
-	err := s.db.QueryRowContext(ctx, s.dialect.rebind(`
+	err := s.read.QueryRowContext(ctx, s.dialect.rebind(`
 SELECT MIN(finished_at) FROM vouch_run WHERE forge = ? AND repo = ? AND pr = ? AND head = ? AND reason = ? AND state <> ?`),
 		string(k), repoKey(repo), pr, head, "UNTRUSTED_AUTHOR", string(RunRunning)).Scan(&at)
 	if err != nil {
@@ -65,7 +65,7 @@ SELECT MIN(finished_at) FROM vouch_run WHERE forge = ? AND repo = ? AND pr = ? A
 // handling when a comment was written.
 func (s *Store) latestHeadBefore(ctx context.Context, k forge.Kind, repo forge.Repo, pr int, t time.Time) (string, error) {
 	var head string
-	err := s.db.QueryRowContext(ctx, s.dialect.rebind(`
+	err := s.read.QueryRowContext(ctx, s.dialect.rebind(`
 SELECT head FROM vouch_run WHERE forge = ? AND repo = ? AND pr = ? AND created_at < ? ORDER BY created_at DESC, id DESC LIMIT 1`),
 		string(k), repoKey(repo), pr, stamp(t)).Scan(&head)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"vouch.dev/vouch/forge"
 )
@@ -30,11 +31,15 @@ type Intake struct {
 	Logger *slog.Logger
 	// Metrics counts deliveries by forge, event and result; nil counts none.
 	Metrics *Metrics
+	// BodyReadTimeout bounds the time a body may take to arrive; zero means
+	// DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration
 
 	// inflight bounds the bodies held at once (forge.MaxWebhookBody each),
 	// so unauthenticated senders cannot make vouch buffer without bound.
-	inflightOnce sync.Once
-	inflight     chan struct{}
+	inflightOnce  sync.Once
+	inflight      chan struct{}
+	inflightSmall chan struct{}
 }
 
 // MaxInflightBodies is how many deliveries Intake reads and parses at once;
@@ -45,6 +50,18 @@ type Intake struct {
 // reading and parsing take well under a millisecond, so 8 suffice for
 // 64 clients at once without a 503 (BenchmarkIntakeLoad, busy/delivery).
 const MaxInflightBodies = 8
+
+// MaxInflightSmallBodies is how many deliveries that declare at most
+// smallBody bytes Intake reads at once, beside the others.
+const MaxInflightSmallBodies = 64
+
+// smallBody is the declared size under which a delivery takes a small slot;
+// forges' pull request and comment payloads are tens of kilobytes.
+const smallBody = 1 << 20
+
+// DefaultBodyReadTimeout bounds the time a delivery's body may take to
+// arrive, unless Intake.BodyReadTimeout says otherwise.
+const DefaultBodyReadTimeout = 15 * time.Second
 
 // WebhookPath is the endpoint of a forge's deliveries.
 func WebhookPath(k forge.Kind) string { return "/webhook/" + string(k) }
@@ -66,9 +83,20 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	log := in.logger().With("forge", kind)
-	in.inflightOnce.Do(func() { in.inflight = make(chan struct{}, MaxInflightBodies) })
+	in.inflightOnce.Do(func() {
+		in.inflight = make(chan struct{}, MaxInflightBodies)
+		in.inflightSmall = make(chan struct{}, MaxInflightSmallBodies)
+	})
+	// Deliveries that declare a small body have slots of their own, so a
+	// few slow senders of large or unsized bodies cannot starve the forges'
+	// ordinary deliveries; and no body may take longer than BodyReadTimeout
+	// to arrive.
+	slots := in.inflight
+	if r.ContentLength >= 0 && r.ContentLength <= smallBody {
+		slots = in.inflightSmall
+	}
 	select {
-	case in.inflight <- struct{}{}:
+	case slots <- struct{}{}:
 	default:
 		reply(w, http.StatusServiceUnavailable, "busy, retry later")
 		return
@@ -79,10 +107,15 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	release := func() {
 		if held {
 			held = false
-			<-in.inflight
+			<-slots
 		}
 	}
 	defer release()
+	readTimeout := in.BodyReadTimeout
+	if readTimeout <= 0 {
+		readTimeout = DefaultBodyReadTimeout
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(readTimeout)) // not every ResponseWriter can; the server's ReadTimeout still bounds those
 	if r.ContentLength > forge.MaxWebhookBody {
 		in.answer(w, log, fmt.Errorf("%w: Content-Length %d", forge.ErrTooLarge, r.ContentLength), nil)
 		return

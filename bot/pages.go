@@ -19,13 +19,31 @@ type pages struct {
 	store  *Store
 	key    crypto.PublicKey
 	logger *slog.Logger
+	busy   chan struct{} // bounds the pages rendered at once
 }
 
+// maxPagesAtOnce bounds concurrent evidence page requests; more get 503.
+const maxPagesAtOnce = 4
+
 func (p *pages) routes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /runs", p.list)
-	mux.HandleFunc("GET /runs/{id}", p.run)
-	mux.HandleFunc("GET /runs/{id}/receipt.json", p.receipt)
+	p.busy = make(chan struct{}, maxPagesAtOnce)
+	mux.HandleFunc("GET /runs", p.bounded(p.list))
+	mux.HandleFunc("GET /runs/{id}", p.bounded(p.run))
+	mux.HandleFunc("GET /runs/{id}/receipt.json", p.bounded(p.receipt))
 	mux.HandleFunc("GET /key", p.publicKey)
+}
+
+// bounded serves h unless maxPagesAtOnce requests are being served.
+func (p *pages) bounded(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case p.busy <- struct{}{}:
+			defer func() { <-p.busy }()
+			h(w, r)
+		default:
+			reply(w, http.StatusServiceUnavailable, "busy, retry later")
+		}
+	}
 }
 
 // list is GET /runs?repo=owner/name&pr=N&outcome=PASS: recent runs, newest

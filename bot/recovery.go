@@ -31,7 +31,7 @@ func (s *Store) takeBackOrphans(ctx context.Context) error {
 // QueueDepth counts the jobs not yet finished.
 func (s *Store) QueueDepth(ctx context.Context) (int, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx,
+	err := s.read.QueryRowContext(ctx,
 		`SELECT count(*) FROM river_job WHERE state IN ('available', 'scheduled', 'retryable', 'running', 'pending')`).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("queue depth: %w", err)

@@ -104,7 +104,7 @@ const runColumns = `id, forge, repo, pr, head, base, title, state, receipt, enve
 
 // Run reads one run.
 func (s *Store) Run(ctx context.Context, id int64) (Run, error) {
-	rows, err := s.db.QueryContext(ctx, s.dialect.rebind(`SELECT `+runColumns+` FROM vouch_run WHERE id = ?`), id)
+	rows, err := s.read.QueryContext(ctx, s.dialect.rebind(`SELECT `+runColumns+` FROM vouch_run WHERE id = ?`), id)
 	if err != nil {
 		return Run{}, fmt.Errorf("run %d: %w", id, err)
 	}
@@ -131,7 +131,8 @@ type RunFilter struct {
 }
 
 // Runs lists at most limit runs that pass f, newest first, without their
-// logs and envelopes.
+// logs and envelopes, and with receipts cut to their verdicts (no paths, no
+// output): read one run with Run for the whole evidence.
 func (s *Store) Runs(ctx context.Context, f RunFilter, limit int) ([]Run, error) {
 	var where []string
 	var args []any
@@ -165,7 +166,7 @@ func (s *Store) Runs(ctx context.Context, f RunFilter, limit int) ([]Run, error)
 	}
 	q += " ORDER BY id DESC LIMIT ?"
 	args = append(args, max(limit, 1))
-	rows, err := s.db.QueryContext(ctx, s.dialect.rebind(q), args...)
+	rows, err := s.read.QueryContext(ctx, s.dialect.rebind(q), args...)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
@@ -194,6 +195,13 @@ func scanRuns(rows *sql.Rows, withLog bool) ([]Run, error) {
 			var rc evidence.Receipt
 			if err := json.Unmarshal(receipt, &rc); err != nil {
 				return nil, fmt.Errorf("run %d: receipt: %w", r.ID, err)
+			}
+			if !withLog {
+				// A list shows verdicts, not evidence: drop what can be large.
+				rc.Gate.Changed, rc.Gate.Violations = nil, nil
+				for i := range rc.Steps {
+					rc.Steps[i].OutputTail = ""
+				}
 			}
 			r.Receipt = &rc
 		}

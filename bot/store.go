@@ -73,6 +73,7 @@ func (commandArgs) InsertOpts() river.InsertOpts {
 // by replicas (OpenPostgres). Every method is safe for concurrent use.
 type Store struct {
 	db      *sql.DB
+	read    *sql.DB // for queries that write nothing; db itself on PostgreSQL
 	dialect dialect
 	river   *river.Client[*sql.Tx]
 	driver  riverdriver.Driver[*sql.Tx]
@@ -128,6 +129,20 @@ func OpenSQLite(ctx context.Context, path string, logger *slog.Logger) (*Store, 
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	s.closers = append(s.closers, db.Close, func() error { unlock(); return nil })
+	// Reads (evidence pages, metrics, approvals) get connections of their
+	// own, so a burst of page views never queues behind, or holds up, the
+	// one writer that intake and the workers share. WAL lets them read
+	// while it writes.
+	q.Del("_txlock")
+	q.Add("_pragma", "query_only(1)")
+	read, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open store %s for reading: %w", path, err)
+	}
+	read.SetMaxOpenConns(4)
+	s.read = read
+	s.closers = append(s.closers, read.Close)
 	return s, nil
 }
 
@@ -156,7 +171,7 @@ func newStore(ctx context.Context, db *sql.DB, d dialect, driver riverdriver.Dri
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
-	s := &Store{db: db, dialect: d, river: client, driver: driver, logger: logger, batch: newBatcher()}
+	s := &Store{db: db, read: db, dialect: d, river: client, driver: driver, logger: logger, batch: newBatcher()}
 	go s.writeLoop()
 	return s, nil
 }
@@ -188,7 +203,7 @@ func (s *Store) EnqueueVerify(ctx context.Context, a verifyArgs) (bool, error) {
 // Ping reports whether the store answers.
 func (s *Store) Ping(ctx context.Context) error {
 	var one int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM vouch_delivery WHERE 0`).Scan(&one); err != nil {
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM vouch_delivery WHERE 1 = 0`).Scan(&one); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
 	return nil

@@ -1,14 +1,17 @@
 package bot
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"vouch.dev/vouch/forge"
 )
@@ -53,25 +56,93 @@ func TestStoreJobKeys(t *testing.T) {
 	}
 }
 
-// TestIntakeBusy: past MaxInflightBodies deliveries in flight, the intake
-// answers 503 without reading the body.
+// TestIntakeBusy: deliveries that declare a small body and the others
+// have separate slots: past the bound of one class, that class answers 503
+// without reading the body, and the other class is still served.
 func TestIntakeBusy(t *testing.T) {
 	in := &Intake{Parsers: map[forge.Kind]forge.WebhookParser{forge.Gitea: nil}}
 	in.Parsers[forge.Gitea] = parserFunc(func(http.Header, []byte) (*forge.Event, error) { return nil, forge.ErrIgnored })
-	in.inflightOnce.Do(func() { in.inflight = make(chan struct{}, MaxInflightBodies) })
-	for range MaxInflightBodies {
-		in.inflight <- struct{}{}
+	small := func() *http.Request {
+		return httptest.NewRequest(http.MethodPost, "/webhook/gitea", strings.NewReader("{}"))
 	}
-	rec := httptest.NewRecorder()
-	in.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/webhook/gitea", strings.NewReader("{}")))
-	if rec.Code != http.StatusServiceUnavailable {
-		t.Errorf("busy intake answered %d, want 503", rec.Code)
+	unsized := func() *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/webhook/gitea", strings.NewReader("{}"))
+		r.ContentLength = -1
+		return r
 	}
-	<-in.inflight
-	rec = httptest.NewRecorder()
-	in.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/webhook/gitea", strings.NewReader("{}")))
-	if rec.Code != http.StatusOK {
-		t.Errorf("intake with room answered %d, want 200 (ignored)", rec.Code)
+	post := func(r *http.Request) int {
+		rec := httptest.NewRecorder()
+		in.ServeHTTP(rec, r)
+		return rec.Code
+	}
+	post(small()) // creates the slots
+	for _, tt := range []struct {
+		name         string
+		slots        chan struct{}
+		n            int
+		busy, served func() *http.Request
+	}{
+		{"large or unsized bodies", in.inflight, MaxInflightBodies, unsized, small},
+		{"small bodies", in.inflightSmall, MaxInflightSmallBodies, small, unsized},
+	} {
+		for range tt.n {
+			tt.slots <- struct{}{}
+		}
+		if code := post(tt.busy()); code != http.StatusServiceUnavailable {
+			t.Errorf("%s: busy intake answered %d, want 503", tt.name, code)
+		}
+		if code := post(tt.served()); code != http.StatusOK {
+			t.Errorf("%s busy: the other class answered %d, want 200 (ignored)", tt.name, code)
+		}
+		<-tt.slots
+		if code := post(tt.busy()); code != http.StatusOK {
+			t.Errorf("%s: intake with room answered %d, want 200 (ignored)", tt.name, code)
+		}
+		for range tt.n - 1 {
+			<-tt.slots
+		}
+	}
+}
+
+// TestIntakeSlowBody: a sender that trickles its body loses its slot after
+// BodyReadTimeout, and a real delivery then gets through (over a real
+// loopback server, where read deadlines apply).
+func TestIntakeSlowBody(t *testing.T) {
+	in := &Intake{Parsers: map[forge.Kind]forge.WebhookParser{forge.Gitea: parserFunc(func(http.Header, []byte) (*forge.Event, error) {
+		return nil, forge.ErrIgnored
+	})}, BodyReadTimeout: 300 * time.Millisecond}
+	srv := httptest.NewServer(in)
+	t.Cleanup(srv.Close)
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	var conns []net.Conn
+	for range MaxInflightSmallBodies {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		fmt.Fprintf(c, "POST /webhook/gitea HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
+	}
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	// Each slow sender is cut off: its connection ends without a 2xx.
+	for _, c := range conns {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err == nil && resp.StatusCode < 300 {
+			t.Fatalf("a trickled body was accepted: %s", resp.Status)
+		}
+	}
+	resp, err := http.Post(srv.URL+"/webhook/gitea", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("delivery after the slow senders: %s, want 200 (ignored)", resp.Status)
 	}
 }
 

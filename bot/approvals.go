@@ -60,19 +60,20 @@ SELECT MIN(finished_at) FROM vouch_run WHERE forge = ? AND repo = ? AND pr = ? A
 	return unstamp(at.String), nil
 }
 
-// latestHeadBefore returns the head of the pull request's most recent run
-// that started before t ("" when none did): the last head vouch was
-// handling when a comment was written.
-func (s *Store) latestHeadBefore(ctx context.Context, k forge.Kind, repo forge.Repo, pr int, t time.Time) (string, error) {
+// latestAskBefore returns the head of vouch's most recent approval
+// question (STOP_AND_ASK UNTRUSTED_AUTHOR persisted) on the pull request
+// before t, or "".
+func (s *Store) latestAskBefore(ctx context.Context, k forge.Kind, repo forge.Repo, pr int, t time.Time) (string, error) {
 	var head string
 	err := s.read.QueryRowContext(ctx, s.dialect.rebind(`
-SELECT head FROM vouch_run WHERE forge = ? AND repo = ? AND pr = ? AND created_at < ? ORDER BY created_at DESC, id DESC LIMIT 1`),
-		string(k), repoKey(repo), pr, stamp(t)).Scan(&head)
+SELECT head FROM vouch_run WHERE forge = ? AND repo = ? AND pr = ? AND reason = ? AND state <> ? AND finished_at < ?
+ORDER BY finished_at DESC, id DESC LIMIT 1`),
+		string(k), repoKey(repo), pr, "UNTRUSTED_AUTHOR", string(RunRunning), stamp(t)).Scan(&head)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("latest head before %s: %w", t, err)
+		return "", fmt.Errorf("latest ask before %s: %w", t, err)
 	}
 	return head, nil
 }

@@ -111,43 +111,51 @@ func (w *commandWorker) handle(ctx context.Context, log *slog.Logger, client for
 		log.Info("verification requested", "head", head)
 		return "", nil
 	case CommandApprove:
-		// The approval binds to the head vouch asked about, and only if that
-		// was the last head vouch was handling when the comment was written
-		// (the earlier of the forge's timestamp and the delivery's arrival)
-		// and vouch had asked about it by then: a maintainer cannot have
-		// reviewed a head pushed, or pushed back, after they wrote.
-		//
-		// Gitea's comment event names the head the pull request had when the
-		// comment was made, checked equal to the current head above, and
-		// the delivery's arrival bounds when the maintainer could have seen
-		// vouch's question. GitHub's names none: the approval then binds only
-		// if the head is the last one vouch was handling when the comment
-		// was written, by the forge's timestamp (whole seconds) or the
-		// arrival, whichever is earlier.
-		seen := job.CreatedAt
-		if a.HeadSHA == "" && !a.CommentAt.IsZero() && a.CommentAt.Before(seen) {
-			seen = a.CommentAt
+		// Which head the maintainer means, at the time they wrote:
+		//   - named in the command (`/verify approve abc1234`), which must
+		//     abbreviate the current head;
+		//   - otherwise the head the comment event carries (Gitea, Forgejo:
+		//     the pull request's head when the comment was made), and then
+		//     vouch's latest question on this pull request, before the
+		//     comment arrived, must have been about that head, so a head
+		//     pushed back silently (a duplicate, asked about long ago) cannot
+		//     borrow an old question;
+		//   - GitHub's comment events carry no head: the command must name it.
+		// In every case vouch must have asked about the head before the
+		// comment arrived.
+		meant := a.HeadSHA
+		if c.Arg != "" {
+			if !strings.HasPrefix(head, c.Arg) {
+				return fmt.Sprintf("@%s: `/verify approve %s` names a head that is not the current one (`%s`); nothing was approved. Review `%s` and approve it by name.",
+					a.Author, c.Arg, short(head), short(head)), nil
+			}
+			meant = head
+		}
+		if meant == "" {
+			return fmt.Sprintf("@%s: this forge does not say which head you saw; approve by name: `/verify approve %s` (after reviewing that commit). Nothing was approved.",
+				a.Author, short(head)), nil
 		}
 		asked, err := w.d.Store.askedAt(ctx, forge.Kind(a.Forge), repo, a.PR, head)
 		if err != nil {
 			return "", err
 		}
-		latest := head
-		if a.HeadSHA == "" {
-			if latest, err = w.d.Store.latestHeadBefore(ctx, forge.Kind(a.Forge), repo, a.PR, seen); err != nil {
-				return "", err
-			}
-		}
 		switch {
 		case asked.IsZero():
 			return fmt.Sprintf("@%s: vouch has not asked for approval of the current head `%s`, so there is nothing to approve yet. If it asks, approve that head.",
 				a.Author, short(head)), nil
-		case !asked.Before(seen):
-			return fmt.Sprintf("@%s: vouch asked about head `%s` only after your comment was written; review that head and approve again.",
-				a.Author, short(head)), nil
-		case latest != head:
-			return fmt.Sprintf("@%s: when you wrote, vouch was handling head `%s`, but the pull request now points at `%s`; review `%s` and approve again.",
-				a.Author, short(latest), short(head), short(head)), nil
+		case !asked.Before(job.CreatedAt):
+			return fmt.Sprintf("@%s: vouch asked about head `%s` only after your comment arrived; review that head and approve it by name: `/verify approve %s`.",
+				a.Author, short(head), short(head)), nil
+		}
+		if c.Arg == "" {
+			last, err := w.d.Store.latestAskBefore(ctx, forge.Kind(a.Forge), repo, a.PR, job.CreatedAt)
+			if err != nil {
+				return "", err
+			}
+			if last != head {
+				return fmt.Sprintf("@%s: vouch's latest question on this pull request was about `%s`, but its head is now `%s`; review `%s` and approve it by name: `/verify approve %s`.",
+					a.Author, short(last), short(head), short(head), short(head)), nil
+			}
 		}
 		appr := Approval{Forge: forge.Kind(a.Forge), Repo: repo, PR: a.PR, HeadSHA: head, By: a.Author, At: time.Now()}
 		if err := w.d.Store.SaveApproval(ctx, appr, a.CommentID); err != nil {

@@ -74,7 +74,7 @@ type Command struct {
 // HelpText is the bot's answer to `/verify help` and to unknown commands.
 const HelpText = "vouch commands (one per line, outside code blocks and quotes):\n\n" +
 	"- `/verify` — verify the current head again (trusted users)\n" +
-	"- `/verify approve` — let this pull request's current head run; the approval is bound to that commit and lapses on the next push (maintainers)\n" +
+	"- `/verify approve <sha>` — let this pull request's current head, named by at least 7 hex digits of its SHA, run; the approval is bound to that commit and lapses on the next push (maintainers; on Gitea and Forgejo `/verify approve` alone names the head the pull request had when you commented)\n" +
 	"- `/verify help` — show this help\n"
 
 const (
@@ -170,10 +170,27 @@ func parseCommandLine(line string) (Command, bool) {
 		return Command{Kind: CommandVerify}, true
 	case len(args) == 1 && strings.EqualFold(args[0], "approve"):
 		return Command{Kind: CommandApprove}, true
+	case len(args) == 2 && strings.EqualFold(args[0], "approve") && isHeadPrefix(args[1]):
+		// `/verify approve abc1234`: the approval names the head it means.
+		return Command{Kind: CommandApprove, Arg: strings.ToLower(args[1])}, true
 	case len(args) == 1 && strings.EqualFold(args[0], "help"):
 		return Command{Kind: CommandHelp}, true
 	}
 	return Command{Kind: CommandUnknown, Arg: cleanArg(strings.Join(args, " "))}, true
+}
+
+// isHeadPrefix reports whether s can abbreviate a commit id: 7 to 64 hex
+// digits.
+func isHeadPrefix(s string) bool {
+	if len(s) < 7 || len(s) > 64 {
+		return false
+	}
+	for _, c := range strings.ToLower(s) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // cleanArg keeps an unknown command's argument safe to quote in a reply.

@@ -44,7 +44,7 @@ func TestE2EUntrustedFork(t *testing.T) {
 		return len(c) == 1 && strings.Contains(c[0], "OUTCOME=STOP_AND_ASK")
 	})
 	ask := e.evidenceComments(pr)[head1][0]
-	for _, want := range []string{"REASON=UNTRUSTED_AUTHOR", "REPLY=/verify approve (approves head " + head1[:7], "EXECUTED=NO", "WHO="} {
+	for _, want := range []string{"REASON=UNTRUSTED_AUTHOR", "REPLY=/verify approve " + head1[:7], "EXECUTED=NO", "WHO="} {
 		if !strings.Contains(ask, want) {
 			t.Errorf("STOP_AND_ASK comment lacks %q:\n%s", want, ask)
 		}
@@ -103,7 +103,7 @@ func TestE2EUntrustedFork(t *testing.T) {
 	if st := e.waitFinal(head3); !strings.Contains(st.Description, "UNTRUSTED_AUTHOR") {
 		t.Fatalf("recipe head status before approval = %s %q, want UNTRUSTED_AUTHOR", st.State, st.Description)
 	}
-	e.comment(m, pr3, "/verify approve")
+	e.comment(m, pr3, "/verify approve "+head3[:7]) // named, as the REPLY line says
 	e.waitFor("the gate's refusal of the approved head", func() bool {
 		for _, r := range e.runsOf(pr3, head3) {
 			if r.Receipt.Reason == evidence.ReasonProtectedPathChanged {

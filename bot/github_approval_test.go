@@ -66,8 +66,9 @@ func (f *fakeGitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // TestGitHubApprovalWithoutHead: GitHub's comment events carry no head, so
-// `/verify approve` binds to the head vouch asked about, and only when vouch
-// asked before the comment arrived and the pull request still points there.
+// `/verify approve` must name the head, which must be the current one, and
+// vouch must have asked about it before the comment arrived. An approval
+// never lands on a head the maintainer did not name.
 func TestGitHubApprovalWithoutHead(t *testing.T) {
 	fake := &fakeGitHub{head: headA, perms: map[string]string{"maintainer": "admin"}}
 	ts := httptest.NewServer(fake)
@@ -82,13 +83,13 @@ func TestGitHubApprovalWithoutHead(t *testing.T) {
 	repo := forge.Repo{Owner: "octo", Name: "widget"}
 	ctx := t.Context()
 	var commentID int64
-	approve := func(by string, arrived time.Time) string {
+	approve := func(by string, arrived time.Time, arg string) string {
 		t.Helper()
 		commentID++
 		job := &river.Job[commandArgs]{
 			JobRow: &rivertype.JobRow{ID: commentID, CreatedAt: arrived},
 			Args: commandArgs{Forge: string(forge.GitHub), Repo: repoKey(repo), PR: 5, Delivery: fmt.Sprint("d", commentID),
-				CommentID: commentID, Author: by, Commands: []Command{{Kind: CommandApprove}}},
+				CommentID: commentID, Author: by, Commands: []Command{{Kind: CommandApprove, Arg: arg}}},
 		}
 		if err := w.Work(ctx, job); err != nil {
 			t.Fatalf("Work: %v", err)
@@ -104,65 +105,55 @@ func TestGitHubApprovalWithoutHead(t *testing.T) {
 		}
 		return ok
 	}
-
-	// Nothing asked yet: nothing to approve.
-	if r := approve("maintainer", time.Now()); !strings.Contains(r, "nothing to approve") || approved(headA) {
-		t.Fatalf("approval before vouch asked: %q, approved %v", r, approved(headA))
+	setHead := func(h string) {
+		fake.mu.Lock()
+		fake.head = h
+		fake.mu.Unlock()
 	}
-	// vouch asks about head A.
-	ask := evidence.Receipt{Outcome: evidence.StopAndAsk, Reason: evidence.ReasonUntrustedAuthor, Head: headA, Base: headB}
-	if _, _, err := store.BeginRun(ctx, Run{ID: 100, Forge: forge.GitHub, Repo: repoKey(repo), PR: 5, Head: headA}); err != nil {
-		t.Fatal(err)
+	ask := func(id int64, head string) {
+		t.Helper()
+		rc := evidence.Receipt{Outcome: evidence.StopAndAsk, Reason: evidence.ReasonUntrustedAuthor, Head: head, Base: headB}
+		if _, _, err := store.BeginRun(ctx, Run{ID: id, Forge: forge.GitHub, Repo: repoKey(repo), PR: 5, Head: head}); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.FinishRun(ctx, Run{ID: id, Receipt: &rc}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := store.FinishRun(ctx, Run{ID: 100, Receipt: &ask}); err != nil {
-		t.Fatal(err)
-	}
-	// A comment that arrived before vouch asked does not approve.
-	if r := approve("maintainer", time.Now().Add(-time.Hour)); !strings.Contains(r, "only after your comment was written") || approved(headA) {
-		t.Fatalf("approval that predates the ask: %q", r)
-	}
-	// The outsider cannot approve.
-	if r := approve("outsider", time.Now().Add(time.Second)); !strings.Contains(r, "refused") || approved(headA) {
-		t.Fatalf("outsider's approval: %q", r)
-	}
-	// The head moved: the approval does not carry over.
-	fake.mu.Lock()
-	fake.head = strings.Repeat("c", 40)
-	fake.mu.Unlock()
-	if r := approve("maintainer", time.Now().Add(time.Second)); !strings.Contains(r, "nothing to approve") || approved(headA) || approved(fake.head) {
-		t.Fatalf("approval after a push: %q", r)
-	}
-	// The attack a head-less event invites: vouch asked about A, then about
-	// a harmless C the maintainer reviews; the author pushes A back right
-	// after the maintainer's approval. The approval does not land on A.
+	later := func() time.Time { return time.Now().Add(time.Second) }
 	harmless := strings.Repeat("c", 40)
-	if _, _, err := store.BeginRun(ctx, Run{ID: 101, Forge: forge.GitHub, Repo: repoKey(repo), PR: 5, Head: harmless}); err != nil {
-		t.Fatal(err)
+
+	steps := []struct {
+		name    string
+		before  func()
+		by      string
+		arrived func() time.Time
+		arg     string
+		reply   string
+	}{
+		{"nothing asked yet", nil, "maintainer", later, headA[:7], "nothing to approve"},
+		{"a comment that predates the ask", func() { ask(100, headA) }, "maintainer", func() time.Time { return time.Now().Add(-time.Hour) }, headA[:7], "only after your comment arrived"},
+		{"the outsider approves", nil, "outsider", later, headA[:7], "refused"},
+		{"no head named, none in the event", nil, "maintainer", later, "", "approve by name: `/verify approve " + headA[:12] + "`"},
+		// The push-back attack: vouch asked about A, then about a harmless C;
+		// the maintainer reviews C and approves it by name, but the author
+		// has pushed A back (a duplicate: no new job, no new question).
+		{"C named while A is back", func() { ask(101, harmless) }, "maintainer", later, harmless[:7], "names a head that is not the current one"},
+		{"the head moved on", func() { setHead(strings.Repeat("d", 40)) }, "maintainer", later, headA[:7], "not the current one"},
+		{"the new head, never asked about", nil, "maintainer", later, "ddddddd", "nothing to approve"},
+		{"A named while A is current", func() { setHead(headA) }, "maintainer", later, headA[:9], "approved head `" + headA[:12] + "`"},
 	}
-	askC := evidence.Receipt{Outcome: evidence.StopAndAsk, Reason: evidence.ReasonUntrustedAuthor, Head: harmless, Base: headB}
-	if err := store.FinishRun(ctx, Run{ID: 101, Receipt: &askC}); err != nil {
-		t.Fatal(err)
-	}
-	fake.mu.Lock()
-	fake.head = headA // pushed back after the comment
-	fake.mu.Unlock()
-	if r := approve("maintainer", time.Now().Add(time.Second)); !strings.Contains(r, "when you wrote, vouch was handling head `"+harmless[:12]+"`") || approved(headA) {
-		t.Fatalf("approval meant for C landed on A: %q, approved %v", r, approved(headA))
-	}
-	// vouch asks about A again (the author's push back), then the
-	// maintainer, having seen it, approves: that binds to A.
-	if _, _, err := store.BeginRun(ctx, Run{ID: 102, Forge: forge.GitHub, Repo: repoKey(repo), PR: 5, Head: headA}); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.FinishRun(ctx, Run{ID: 102, Receipt: &ask}); err != nil {
-		t.Fatal(err)
-	}
-	// Back on head A, a maintainer's approval after the ask binds to A.
-	fake.mu.Lock()
-	fake.head = headA
-	fake.mu.Unlock()
-	if r := approve("maintainer", time.Now().Add(time.Second)); !strings.Contains(r, "approved head `"+headA[:12]+"`") || !approved(headA) {
-		t.Fatalf("maintainer's approval: %q, approved %v", r, approved(headA))
+	for _, st := range steps {
+		if st.before != nil {
+			st.before()
+		}
+		r := approve(st.by, st.arrived(), st.arg)
+		if !strings.Contains(r, st.reply) {
+			t.Fatalf("%s: reply %q, want it to contain %q", st.name, r, st.reply)
+		}
+		if want := strings.HasPrefix(st.reply, "approved"); approved(headA) != want || approved(harmless) {
+			t.Fatalf("%s: approved A %v, C %v", st.name, approved(headA), approved(harmless))
+		}
 	}
 	jobs, err := store.Jobs(ctx)
 	if err != nil {

@@ -74,8 +74,8 @@ func AskFor(rc Receipt) (a Ask, ok bool) {
 		a = Ask{
 			Decision: "the author is not trusted to run code here; may head " + short + " run in the sandbox?",
 			Who:      whoMaintainer,
-			Reply:    "/verify approve (approves head " + short + " only)",
-			Sentence: "The author of this pull request is not trusted to run code on vouch; a maintainer who has read head " + short + " can approve it with `/verify approve`, and the approval lapses on the next push.",
+			Reply:    "/verify approve " + short,
+			Sentence: "The author of this pull request is not trusted to run code on vouch; a maintainer who has read head " + short + " can approve exactly that commit with `/verify approve " + short + "`, and the approval lapses on the next push.",
 		}
 	default:
 		a = Ask{

@@ -184,7 +184,7 @@ func TestAskReplies(t *testing.T) {
 		reason    Reason
 		wantReply string
 	}{
-		{ReasonUntrustedAuthor, "/verify approve (approves head abc1234 only)"},
+		{ReasonUntrustedAuthor, "/verify approve abc1234"},
 		{ReasonProtectedPathChanged, "none: no command unlocks this"},
 		{ReasonNoTrustedRecipe, "none: a maintainer adds .vouch.yml to the base branch"},
 		{ReasonInvalidRecipe, "none: a maintainer fixes .vouch.yml"},

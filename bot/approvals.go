@@ -77,3 +77,15 @@ ORDER BY finished_at DESC, id DESC LIMIT 1`),
 	}
 	return head, nil
 }
+
+// lapseApprovals deletes the pull request's approvals of every head but
+// current: an approval lapses on the next push, and does not come back if
+// the old head is pushed again.
+func (s *Store) lapseApprovals(ctx context.Context, k forge.Kind, repo forge.Repo, pr int, current string) error {
+	_, err := s.db.ExecContext(ctx, s.dialect.rebind(`DELETE FROM vouch_approval WHERE forge = ? AND repo = ? AND pr = ? AND head <> ?`),
+		string(k), repoKey(repo), pr, current)
+	if err != nil {
+		return fmt.Errorf("lapse approvals: %w", err)
+	}
+	return nil
+}

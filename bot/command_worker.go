@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -19,6 +20,36 @@ import (
 type commandWorker struct {
 	river.WorkerDefaults[commandArgs]
 	d *Deps
+
+	mu      sync.Mutex
+	chatted map[string]time.Time // pull request and commenter → last help reply
+}
+
+// chatterEvery is how often one commenter on one pull request gets an
+// answer to comments holding only `/verify help` or unknown commands: any
+// commenter can post them, and each answer costs the bot API calls.
+const chatterEvery = 10 * time.Minute
+
+// mayChat reports whether a help-only reply to author on the pull request
+// may be posted now, and records it.
+func (w *commandWorker) mayChat(a commandArgs) bool {
+	key := a.Forge + "/" + a.Repo + "#" + strconv.Itoa(a.PR) + "@" + strings.ToLower(a.Author)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	if w.chatted == nil {
+		w.chatted = map[string]time.Time{}
+	}
+	for k, t := range w.chatted {
+		if now.Sub(t) > chatterEvery {
+			delete(w.chatted, k)
+		}
+	}
+	if _, ok := w.chatted[key]; ok {
+		return false
+	}
+	w.chatted[key] = now
+	return true
 }
 
 // replyMarker identifies vouch's reply to one comment, so a retried job
@@ -66,6 +97,14 @@ func (w *commandWorker) Work(ctx context.Context, job *river.Job[commandArgs]) e
 		}
 	}
 	if len(replies) == 0 {
+		return nil
+	}
+	chatter := true
+	for _, c := range a.Commands {
+		chatter = chatter && (c.Kind == CommandHelp || c.Kind == CommandUnknown)
+	}
+	if chatter && !w.mayChat(a) {
+		log.Info("help reply skipped: this commenter was answered recently")
 		return nil
 	}
 	body := replyMarker(a.CommentID) + "\n" + strings.Join(replies, "\n\n") + "\n"

@@ -50,6 +50,10 @@ type Config struct {
 	// included (default 2h). A job running longer on a replica that died is
 	// taken over by another after this plus a margin.
 	JobTimeout Duration `yaml:"job_timeout"`
+	// MaxDeliveriesPerPeer bounds the webhook bodies one address (an IPv6
+	// /64) may send at once (default 16); 0 means no bound, for a service
+	// behind a proxy, where every delivery comes from the proxy.
+	MaxDeliveriesPerPeer int `yaml:"max_deliveries_per_peer"`
 	// FetchCache is the directory of the bare repositories commits are
 	// fetched into (default ./vouch-data/git).
 	FetchCache string `yaml:"fetch_cache"`
@@ -238,14 +242,15 @@ const (
 // trust from write permission, two workers, SQLite under ./vouch-data.
 func DefaultConfig() Config {
 	return Config{
-		Listen:     DefaultListen,
-		Trust:      TrustConfig{MinPermission: DefaultMinPermission},
-		Workers:    DefaultWorkers,
-		JobTimeout: Duration(DefaultJobTimeout),
-		FetchCache: DefaultFetchCache,
-		Store:      StoreConfig{Driver: StoreSQLite, Path: DefaultStorePath},
-		SigningKey: DefaultSigningKey,
-		Sandbox:    SandboxConfig{Mode: ModeIsolated},
+		Listen:               DefaultListen,
+		Trust:                TrustConfig{MinPermission: DefaultMinPermission},
+		Workers:              DefaultWorkers,
+		JobTimeout:           Duration(DefaultJobTimeout),
+		FetchCache:           DefaultFetchCache,
+		MaxDeliveriesPerPeer: 16,
+		Store:                StoreConfig{Driver: StoreSQLite, Path: DefaultStorePath},
+		SigningKey:           DefaultSigningKey,
+		Sandbox:              SandboxConfig{Mode: ModeIsolated},
 	}
 }
 
@@ -508,6 +513,9 @@ func (c Config) Validate() error {
 	}
 	if d := time.Duration(c.JobTimeout); d < 10*time.Second || d > 48*time.Hour {
 		bad("job_timeout", "%s: want 10s..48h", d)
+	}
+	if c.MaxDeliveriesPerPeer < 0 {
+		bad("max_deliveries_per_peer", "%d: want 0 (no bound) or more", c.MaxDeliveriesPerPeer)
 	}
 	if c.FetchCache == "" {
 		bad("fetch_cache", "empty")

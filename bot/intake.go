@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -34,6 +35,13 @@ type Intake struct {
 	// BodyReadTimeout bounds the time a body may take to arrive; zero means
 	// DefaultBodyReadTimeout.
 	BodyReadTimeout time.Duration
+	// MaxPerPeer bounds the bodies one peer (an IPv4 address, an IPv6 /64)
+	// sends at once, so a few hosts trickling bodies cannot hold every
+	// slot; zero means no bound (behind a proxy every peer is the proxy).
+	MaxPerPeer int
+
+	peersMu sync.Mutex
+	peers   map[string]int
 
 	// inflight bounds the bodies held at once (forge.MaxWebhookBody each),
 	// so unauthenticated senders cannot make vouch buffer without bound.
@@ -91,6 +99,18 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// few slow senders of large or unsized bodies cannot starve the forges'
 	// ordinary deliveries; and no body may take longer than BodyReadTimeout
 	// to arrive.
+	if !in.enterPeer(r.RemoteAddr) {
+		reply(w, http.StatusServiceUnavailable, "too many deliveries from your address at once, retry later")
+		return
+	}
+	left := false
+	leave := func() {
+		if !left {
+			left = true
+			in.leavePeer(r.RemoteAddr)
+		}
+	}
+	defer leave()
 	slots := in.inflight
 	if r.ContentLength >= 0 && r.ContentLength <= smallBody {
 		slots = in.inflightSmall
@@ -109,6 +129,7 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			held = false
 			<-slots
 		}
+		leave()
 	}
 	defer release()
 	readTimeout := in.BodyReadTimeout
@@ -212,6 +233,54 @@ func (in *Intake) answer(w http.ResponseWriter, log *slog.Logger, err error, ev 
 	default:
 		log.Error("delivery failed", "err", err)
 		reply(w, http.StatusInternalServerError, "internal error")
+	}
+}
+
+// peerOf is the key a remote address is bounded under: the IPv4 address,
+// or the /64 of an IPv6 one (a host has a whole /64 to choose from).
+func peerOf(remoteAddr string) string {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	ip := net.ParseIP(host)
+	switch {
+	case ip == nil:
+		return host
+	case ip.To4() != nil:
+		return ip.To4().String()
+	}
+	return ip.Mask(net.CIDRMask(64, 128)).String()
+}
+
+// enterPeer counts a body from remoteAddr in, unless its peer has
+// MaxPerPeer in flight already.
+func (in *Intake) enterPeer(remoteAddr string) bool {
+	if in.MaxPerPeer <= 0 {
+		return true
+	}
+	key := peerOf(remoteAddr)
+	in.peersMu.Lock()
+	defer in.peersMu.Unlock()
+	if in.peers == nil {
+		in.peers = map[string]int{}
+	}
+	if in.peers[key] >= in.MaxPerPeer {
+		return false
+	}
+	in.peers[key]++
+	return true
+}
+
+func (in *Intake) leavePeer(remoteAddr string) {
+	if in.MaxPerPeer <= 0 {
+		return
+	}
+	key := peerOf(remoteAddr)
+	in.peersMu.Lock()
+	defer in.peersMu.Unlock()
+	if in.peers[key]--; in.peers[key] <= 0 {
+		delete(in.peers, key)
 	}
 }
 

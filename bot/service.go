@@ -87,7 +87,8 @@ func NewService(ctx context.Context, cfg Config, logger *slog.Logger) (*Service,
 		store.Close()
 		return nil, err
 	}
-	intake := &Intake{Parsers: parsers, Queue: store, Served: ServedSet(cfg.Repositories), Logger: logger, Metrics: s.metrics}
+	intake := &Intake{Parsers: parsers, Queue: store, Served: ServedSet(cfg.Repositories), Logger: logger, Metrics: s.metrics,
+		MaxPerPeer: cfg.MaxDeliveriesPerPeer}
 	mux := http.NewServeMux()
 	mux.Handle("/webhook/{forge}", intake) // POST only; it answers 405 to the rest
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { reply(w, http.StatusOK, "ok") })

@@ -163,3 +163,39 @@ func TestSecretRedactedEverywhere(t *testing.T) {
 		}
 	}
 }
+
+// TestIntakePerPeer: one address (an IPv6 /64) may send at most MaxPerPeer
+// bodies at once; other addresses are still served.
+func TestIntakePerPeer(t *testing.T) {
+	in := &Intake{Parsers: map[forge.Kind]forge.WebhookParser{forge.Gitea: parserFunc(func(http.Header, []byte) (*forge.Event, error) {
+		return nil, forge.ErrIgnored
+	})}, MaxPerPeer: 2}
+	from := func(addr string) int {
+		r := httptest.NewRequest(http.MethodPost, "/webhook/gitea", strings.NewReader("{}"))
+		r.RemoteAddr = addr
+		rec := httptest.NewRecorder()
+		in.ServeHTTP(rec, r)
+		return rec.Code
+	}
+	for range 2 {
+		in.enterPeer("192.0.2.1:1000")
+		in.enterPeer("[2001:db8:1:2::1]:1000")
+	}
+	for _, tt := range []struct {
+		addr string
+		want int
+	}{
+		{"192.0.2.1:2000", http.StatusServiceUnavailable},
+		{"192.0.2.2:2000", http.StatusOK},
+		{"[2001:db8:1:2::ffff]:2000", http.StatusServiceUnavailable}, // same /64
+		{"[2001:db8:1:3::1]:2000", http.StatusOK},
+	} {
+		if got := from(tt.addr); got != tt.want {
+			t.Errorf("delivery from %s: %d, want %d", tt.addr, got, tt.want)
+		}
+	}
+	in.leavePeer("192.0.2.1:1000")
+	if got := from("192.0.2.1:3000"); got != http.StatusOK {
+		t.Errorf("after one left: %d, want 200", got)
+	}
+}

@@ -119,8 +119,12 @@ func (w *verifyWorker) verify(ctx context.Context, log *slog.Logger, client forg
 	pr, err := client.PullRequest(ctx, repo, a.PR)
 	if err == nil {
 		// Whichever job reads the pull request first learns of a push: runs
-		// of any other head stop now, not when the new head's job starts.
+		// of any other head stop now, not when the new head's job starts,
+		// and approvals of any other head lapse.
 		w.inflight.supersede(prKey(a), pr.HeadSHA, pr.Open)
+		if err := w.d.Store.lapseApprovals(ctx, a.forge(), repo, a.PR, pr.HeadSHA); err != nil {
+			return verdict{}, err
+		}
 	}
 	switch {
 	case errors.Is(err, forge.ErrNotFound):

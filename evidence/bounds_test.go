@@ -39,3 +39,20 @@ func TestAwaitApprovalUnread(t *testing.T) {
 	}
 	checkGolden(t, "comment_stop_untrusted_unread.golden", RunComment("owner/name", 12, rc))
 }
+
+// TestReceiptPathBytesBound: long paths are cut by bytes, not only count.
+func TestReceiptPathBytesBound(t *testing.T) {
+	d := &gate.Decision{Base: testBase, Head: testHead}
+	long := strings.Repeat("d/", 2000)
+	for i := range 600 {
+		d.Changed = append(d.Changed, fmt.Sprintf("%s%04d", long, i))
+	}
+	rc := Judge(d, nil)
+	n := 0
+	for _, p := range rc.Gate.Changed {
+		n += len(p)
+	}
+	if n > MaxReceiptPathBytes || rc.Gate.ChangedTotal != 600 || len(rc.Gate.Changed) == 0 {
+		t.Errorf("receipt lists %d paths (%d bytes), total %d", len(rc.Gate.Changed), n, rc.Gate.ChangedTotal)
+	}
+}

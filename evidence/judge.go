@@ -130,20 +130,37 @@ func fromDecision(d *gate.Decision) Receipt {
 	rc := empty(d.Base, d.Head)
 	rc.MergeBase = d.MergeBase
 	rc.Recipe = RecipeRef{Path: gate.RecipePath, SHA256: d.RecipeSHA256}
-	rc.Gate.Changed = append(rc.Gate.Changed, d.Changed[:min(len(d.Changed), MaxReceiptPaths)]...)
-	for _, v := range d.Violations[:min(len(d.Violations), MaxReceiptPaths)] {
+	budget := MaxReceiptPathBytes
+	keep := func(p string) bool {
+		budget -= len(p)
+		return len(rc.Gate.Changed)+len(rc.Gate.Violations) < 2*MaxReceiptPaths && budget >= 0
+	}
+	for _, p := range d.Changed {
+		if len(rc.Gate.Changed) == MaxReceiptPaths || !keep(p) {
+			break
+		}
+		rc.Gate.Changed = append(rc.Gate.Changed, p)
+	}
+	for _, v := range d.Violations {
+		if len(rc.Gate.Violations) == MaxReceiptPaths || !keep(v.Path+v.Rule) {
+			break
+		}
 		rc.Gate.Violations = append(rc.Gate.Violations, Violation{Path: v.Path, Rule: v.Rule})
 	}
-	if len(d.Changed) > MaxReceiptPaths || len(d.Violations) > MaxReceiptPaths {
+	if len(rc.Gate.Changed) < len(d.Changed) || len(rc.Gate.Violations) < len(d.Violations) {
 		rc.Gate.ChangedTotal, rc.Gate.ViolationsTotal = len(d.Changed), len(d.Violations)
 	}
 	return rc
 }
 
+// MaxReceiptPathBytes bounds the bytes of the paths (and rules) a receipt
+// lists, whatever their number.
+const MaxReceiptPathBytes = 2 << 20
+
 // MaxReceiptPaths bounds the changed paths and the violations a receipt
-// lists, so that one pull request cannot make every receipt, envelope and
-// evidence page of it huge; past it, the totals are recorded beside the
-// first MaxReceiptPaths.
+// lists (each list, and with MaxReceiptPathBytes their bytes), so that one
+// pull request cannot make every receipt, envelope and evidence page of it
+// huge; past either bound, the totals are recorded beside what is listed.
 const MaxReceiptPaths = 10000
 
 // addSandbox copies what r observed into rc: facts, whether anything was

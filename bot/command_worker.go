@@ -108,7 +108,7 @@ func (w *commandWorker) Work(ctx context.Context, job *river.Job[commandArgs]) e
 		return nil
 	}
 	body := replyMarker(a.CommentID) + "\n" + strings.Join(replies, "\n\n") + "\n"
-	return w.reply(ctx, client, repo, a.PR, a.CommentID, body)
+	return w.reply(ctx, client, kind, repo, a.PR, a.CommentID, body)
 }
 
 // handle acts on one command and returns the reply it needs, if any.
@@ -221,22 +221,17 @@ func hasKind(cmds []Command, k CommandKind) bool {
 	return false
 }
 
-// reply posts body unless vouch already answered the comment.
-func (w *commandWorker) reply(ctx context.Context, client forge.Client, repo forge.Repo, pr int, commentID int64, body string) error {
-	comments, err := client.BotComments(ctx, repo, pr)
-	if err != nil {
-		return fmt.Errorf("list comments: %w", err)
-	}
-	marker := replyMarker(commentID)
-	for _, c := range comments {
-		if strings.HasPrefix(c.Body, marker+"\n") {
-			return nil
-		}
+// reply posts body unless vouch already answered the comment (recorded in
+// the store, so a retried job never answers twice and nothing is listed).
+func (w *commandWorker) reply(ctx context.Context, client forge.Client, k forge.Kind, repo forge.Repo, pr int, commentID int64, body string) error {
+	done, err := w.d.Store.replied(ctx, k, repo, commentID)
+	if err != nil || done {
+		return err
 	}
 	if _, err := client.CreateComment(ctx, repo, pr, body); err != nil {
 		return fmt.Errorf("reply to comment %d: %w", commentID, err)
 	}
-	return nil
+	return w.d.Store.saveReply(ctx, k, repo, commentID)
 }
 
 // inertArg shows an unknown command's argument inside a code span.

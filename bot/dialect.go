@@ -67,6 +67,21 @@ CREATE TABLE IF NOT EXISTS vouch_run (
 	posted_at   TEXT    NOT NULL
 ) STRICT`,
 	`CREATE INDEX IF NOT EXISTS vouch_run_pr ON vouch_run (forge, repo, pr, head)`, `
+CREATE TABLE IF NOT EXISTS vouch_comment (
+	forge      TEXT    NOT NULL,
+	repo       TEXT    NOT NULL,
+	pr         INTEGER NOT NULL,
+	head       TEXT    NOT NULL,
+	comment_id INTEGER NOT NULL,
+	collapsed  INTEGER NOT NULL,
+	PRIMARY KEY (forge, repo, pr, head)
+) STRICT`, `
+CREATE TABLE IF NOT EXISTS vouch_reply (
+	forge      TEXT    NOT NULL,
+	repo       TEXT    NOT NULL,
+	comment_id INTEGER NOT NULL,
+	PRIMARY KEY (forge, repo, comment_id)
+) STRICT`, `
 CREATE TABLE IF NOT EXISTS vouch_approval (
 	forge       TEXT    NOT NULL,
 	repo        TEXT    NOT NULL,
@@ -106,6 +121,21 @@ CREATE TABLE IF NOT EXISTS vouch_run (
 	posted_at   TEXT    NOT NULL
 )`,
 	`CREATE INDEX IF NOT EXISTS vouch_run_pr ON vouch_run (forge, repo, pr, head)`, `
+CREATE TABLE IF NOT EXISTS vouch_comment (
+	forge      TEXT    NOT NULL,
+	repo       TEXT    NOT NULL,
+	pr         BIGINT NOT NULL,
+	head       TEXT    NOT NULL,
+	comment_id BIGINT NOT NULL,
+	collapsed  BIGINT NOT NULL,
+	PRIMARY KEY (forge, repo, pr, head)
+)`, `
+CREATE TABLE IF NOT EXISTS vouch_reply (
+	forge      TEXT    NOT NULL,
+	repo       TEXT    NOT NULL,
+	comment_id BIGINT NOT NULL,
+	PRIMARY KEY (forge, repo, comment_id)
+)`, `
 CREATE TABLE IF NOT EXISTS vouch_approval (
 	forge       TEXT    NOT NULL,
 	repo        TEXT    NOT NULL,

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	sdk "code.gitea.io/sdk/gitea"
+
+	"vouch.dev/vouch/evidence"
 )
 
 // TestE2ECommands: `/verify` in a code fence, on a plain issue, or added
@@ -73,6 +75,20 @@ func TestE2ECommands(t *testing.T) {
 	if n := len(e.replies(pr)); n != 1 {
 		t.Errorf("%d replies, want only the help reply", n)
 	}
+
+	// Someone deletes the evidence comment; the next run makes it again.
+	for _, c := range e.botComments(pr) {
+		if _, _, h, ok := evidence.ParseMarker(c.Body); ok && h == head {
+			if _, err := api.DeleteIssueComment(e.repo.Owner, e.repo.Name, c.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	e.comment(m, pr, "/verify")
+	e.waitFor("the comment made again", func() bool {
+		got := e.evidenceComments(pr)[head]
+		return len(got) == 1 && strings.HasPrefix(got[0], "**vouch: PASS**")
+	})
 	page := e.url + "/runs?repo=" + e.repo.FullName() + "&pr=" + strconv.Itoa(pr)
 	if !strings.Contains(e.get(t, page), head[:7]) {
 		t.Errorf("%s does not list the head", page)

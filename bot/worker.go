@@ -150,7 +150,11 @@ func (w *verifyWorker) verify(ctx context.Context, log *slog.Logger, client forg
 		return verdict{}, fmt.Errorf("set pending: %w", err)
 	}
 	unlock := w.d.lockPR(prKey(a))
-	err = upsertComment(ctx, client, repo, a.PR, a.HeadSHA, evidence.PendingComment(repo.FullName(), a.PR, a.HeadSHA, evidence.Running, page))
+	known, err := w.d.headComments(ctx, client, a.forge(), repo, a.PR)
+	if err == nil {
+		err = w.d.putComment(ctx, client, a.forge(), repo, a.PR, known, a.HeadSHA,
+			evidence.PendingComment(repo.FullName(), a.PR, a.HeadSHA, evidence.Running, page), false, true)
+	}
 	unlock()
 	if err != nil {
 		return verdict{}, fmt.Errorf("post pending comment: %w", err)
@@ -301,35 +305,25 @@ func (w *verifyWorker) post(ctx context.Context, client forge.Client, run Run) e
 	}
 	unlock := w.d.lockPR(prKeyOf(run.Forge, run.Repo, run.PR))
 	defer unlock()
-	comments, err := client.BotComments(ctx, repo, run.PR)
+	known, err := w.d.headComments(ctx, client, run.Forge, repo, run.PR)
 	if err != nil {
-		return fmt.Errorf("list comments: %w", err)
+		return err
 	}
-	mine := false
-	for _, c := range comments {
-		r, n, head, ok := evidence.ParseMarker(c.Body)
-		if !ok || !strings.EqualFold(r, repo.FullName()) || n != run.PR {
-			continue
-		}
-		var body string
-		switch {
-		case head == run.Head && head == current:
-			body, mine = w.d.runComment(repo, run.PR, rc), true
-		case head != current:
-			body = evidence.Superseded(repo.FullName(), run.PR, head, current, w.d.headPage(repo, run.PR))
-		default:
-			continue
-		}
-		if body == c.Body {
-			continue
-		}
-		if err := client.EditComment(ctx, repo, c.ID, body); err != nil {
-			return fmt.Errorf("edit comment %d: %w", c.ID, err)
+	if run.Head == current {
+		// A superseded run (a closed pull request) updates its comment but
+		// never opens one.
+		create := rc.Reason != evidence.ReasonSuperseded
+		if err := w.d.putComment(ctx, client, run.Forge, repo, run.PR, known, run.Head, w.d.runComment(repo, run.PR, rc), false, create); err != nil {
+			return err
 		}
 	}
-	if !mine && run.Head == current && rc.Reason != evidence.ReasonSuperseded {
-		if _, err := client.CreateComment(ctx, repo, run.PR, w.d.runComment(repo, run.PR, rc)); err != nil {
-			return fmt.Errorf("create comment: %w", err)
+	for head, c := range known {
+		if head == current || c.Collapsed {
+			continue
+		}
+		body := evidence.Superseded(repo.FullName(), run.PR, head, current, w.d.headPage(repo, run.PR))
+		if err := w.d.putComment(ctx, client, run.Forge, repo, run.PR, known, head, body, true, false); err != nil {
+			return err
 		}
 	}
 	return w.d.Store.MarkPosted(ctx, run.ID)
@@ -343,26 +337,6 @@ func (d *Deps) runComment(repo forge.Repo, pr int, rc evidence.Receipt) string {
 		body += "\ncc " + d.Notify + "\n"
 	}
 	return body
-}
-
-// upsertComment edits the evidence comment of head on the pull request to
-// body, creating it when vouch has none.
-func upsertComment(ctx context.Context, client forge.Client, repo forge.Repo, pr int, head, body string) error {
-	comments, err := client.BotComments(ctx, repo, pr)
-	if err != nil {
-		return err
-	}
-	for _, c := range comments {
-		r, n, h, ok := evidence.ParseMarker(c.Body)
-		if ok && strings.EqualFold(r, repo.FullName()) && n == pr && h == head {
-			if c.Body == body {
-				return nil
-			}
-			return client.EditComment(ctx, repo, c.ID, body)
-		}
-	}
-	_, err = client.CreateComment(ctx, repo, pr, body)
-	return err
 }
 
 // pageURL is the evidence page of run id, or "" without a public URL.

@@ -38,9 +38,10 @@ func (d dialect) rebind(q string) string {
 	return b.String()
 }
 
-// vouch's tables. Times are stamp strings, so they sort and compare as
-// text in both databases.
-var sqliteDialect = dialect{name: "sqlite", schema: []string{`
+// schema is vouch's tables in SQLite's words; postgresSchema derives
+// PostgreSQL's from it, so the two cannot drift apart. Times are stamp
+// strings, so they sort and compare as text in both databases.
+var schema = []string{`
 CREATE TABLE IF NOT EXISTS vouch_delivery (
 	forge       TEXT    NOT NULL,
 	delivery    TEXT    NOT NULL,
@@ -92,61 +93,22 @@ CREATE TABLE IF NOT EXISTS vouch_approval (
 	approved_at TEXT    NOT NULL,
 	PRIMARY KEY (forge, repo, pr, head)
 ) STRICT`,
-}}
+}
 
-var postgresDialect = dialect{name: "postgres", dollar: true, schema: []string{`
-CREATE TABLE IF NOT EXISTS vouch_delivery (
-	forge       TEXT    NOT NULL,
-	delivery    TEXT    NOT NULL,
-	received_at TEXT    NOT NULL,
-	job_kind    TEXT    NOT NULL,
-	PRIMARY KEY (forge, delivery)
-)`, `
-CREATE TABLE IF NOT EXISTS vouch_run (
-	id          BIGINT  NOT NULL PRIMARY KEY,
-	forge       TEXT    NOT NULL,
-	repo        TEXT    NOT NULL,
-	pr          BIGINT  NOT NULL,
-	head        TEXT    NOT NULL,
-	base        TEXT    NOT NULL,
-	title       TEXT    NOT NULL,
-	state       TEXT    NOT NULL,
-	outcome     TEXT    NOT NULL,
-	reason      TEXT    NOT NULL,
-	receipt     BYTEA,
-	envelope    BYTEA,
-	log         BYTEA,
-	created_at  TEXT    NOT NULL,
-	finished_at TEXT    NOT NULL,
-	posted_at   TEXT    NOT NULL
-)`,
-	`CREATE INDEX IF NOT EXISTS vouch_run_pr ON vouch_run (forge, repo, pr, head)`, `
-CREATE TABLE IF NOT EXISTS vouch_comment (
-	forge      TEXT    NOT NULL,
-	repo       TEXT    NOT NULL,
-	pr         BIGINT NOT NULL,
-	head       TEXT    NOT NULL,
-	comment_id BIGINT NOT NULL,
-	collapsed  BIGINT NOT NULL,
-	PRIMARY KEY (forge, repo, pr, head)
-)`, `
-CREATE TABLE IF NOT EXISTS vouch_reply (
-	forge      TEXT    NOT NULL,
-	repo       TEXT    NOT NULL,
-	comment_id BIGINT NOT NULL,
-	PRIMARY KEY (forge, repo, comment_id)
-)`, `
-CREATE TABLE IF NOT EXISTS vouch_approval (
-	forge       TEXT    NOT NULL,
-	repo        TEXT    NOT NULL,
-	pr          BIGINT  NOT NULL,
-	head        TEXT    NOT NULL,
-	by_login    TEXT    NOT NULL,
-	comment_id  BIGINT  NOT NULL,
-	approved_at TEXT    NOT NULL,
-	PRIMARY KEY (forge, repo, pr, head)
-)`,
-}}
+var sqliteDialect = dialect{name: "sqlite", schema: schema}
+
+var postgresDialect = dialect{name: "postgres", dollar: true, schema: postgresSchema(schema)}
+
+// postgresSchema rewrites SQLite DDL for PostgreSQL: 64-bit integers,
+// byte arrays, and no STRICT (PostgreSQL's columns are always typed).
+func postgresSchema(sqlite []string) []string {
+	r := strings.NewReplacer("INTEGER", "BIGINT", "BLOB", "BYTEA", ") STRICT", ")")
+	out := make([]string, len(sqlite))
+	for i, stmt := range sqlite {
+		out[i] = r.Replace(stmt)
+	}
+	return out
+}
 
 // stampLayout is a fixed-width UTC time, so stamps sort as text.
 const stampLayout = "2006-01-02T15:04:05.000000000Z"

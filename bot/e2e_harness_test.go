@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -371,4 +372,49 @@ func (e *e2e) markers(name string) int {
 		return nil
 	})
 	return n
+}
+
+// clone is a work tree of main as the maintainer, for tests that make many
+// commits and push them in one go.
+type clone struct {
+	e    *e2e
+	Dir  string
+	URL  string // the repository's URL on Gitea
+	Base string // main's head when cloned
+}
+
+// cloneMain fetches main into a fresh work tree on branch.
+func (e *e2e) cloneMain(branch string) *clone {
+	e.t.Helper()
+	c := &clone{e: e, Dir: e.t.TempDir(), URL: e.g.URL + "/" + e.repo.FullName() + ".git"}
+	c.Git("init", "-q", "-b", branch)
+	c.Git("fetch", "-q", c.URL, "refs/heads/main")
+	c.Git("reset", "-q", "--hard", "FETCH_HEAD")
+	c.Base = c.Git("rev-parse", "HEAD")
+	return c
+}
+
+// Git runs git in the clone as the maintainer and returns its output.
+func (c *clone) Git(args ...string) string {
+	c.e.t.Helper()
+	out, err := c.e.g.Git(c.e.t.Context(), c.e.g.Maintainer, c.Dir, args...)
+	if err != nil {
+		c.e.t.Fatal(err)
+	}
+	return out
+}
+
+// fetched reports whether the service's fetch cache holds commit sha: proof
+// of what vouch downloaded.
+func (e *e2e) fetched(sha string) bool {
+	e.t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(e.cfg.FetchCache, "*.git"))
+	for _, d := range dirs {
+		cmd := exec.Command("git", "--git-dir", d, "cat-file", "-e", sha+"^{commit}")
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+		if cmd.Run() == nil {
+			return true
+		}
+	}
+	return false
 }

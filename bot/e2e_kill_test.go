@@ -102,20 +102,8 @@ work_root: %s
 
 	// 50 real commits on side branches, announced as heads of the pull
 	// request (each is then superseded by the real head).
-	url := e.g.URL + "/" + e.repo.FullName() + ".git"
-	work := t.TempDir()
-	git := func(args ...string) string {
-		t.Helper()
-		out, err := e.g.Git(ctx, m, work, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	git("init", "-q", "-b", "side")
-	git("fetch", "-q", url, "refs/heads/main")
-	git("reset", "-q", "--hard", "FETCH_HEAD")
-	base := git("rev-parse", "HEAD")
+	c := e.cloneMain("side")
+	git, url, base := c.Git, c.URL, c.Base
 	var side, refspecs []string
 	for i := range deliveries {
 		git("commit", "-q", "--allow-empty", "-m", fmt.Sprintf("side %d", i))

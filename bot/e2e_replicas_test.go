@@ -23,7 +23,6 @@ func TestE2EReplicasOnPostgres(t *testing.T) {
 	dsn := pgtest.Start(t)
 	e := newE2E(t, "e2e-replicas")
 	m := e.g.Maintainer
-	ctx := t.Context()
 
 	e.cfg = e.config(t)
 	e.cfg.Store = StoreConfig{Driver: StorePostgres, DSN: Secret(dsn)}
@@ -35,20 +34,8 @@ func TestE2EReplicasOnPostgres(t *testing.T) {
 	r2.start(t)
 
 	// One push makes 20 branches; each head's check touches its own marker.
-	url := e.g.URL + "/" + e.repo.FullName() + ".git"
-	dir := t.TempDir()
-	git := func(args ...string) string {
-		t.Helper()
-		out, err := e.g.Git(ctx, m, dir, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	git("init", "-q", "-b", "work")
-	git("fetch", "-q", url, "refs/heads/main")
-	git("reset", "-q", "--hard", "FETCH_HEAD")
-	base := git("rev-parse", "HEAD")
+	c := e.cloneMain("work")
+	git, url, dir, base := c.Git, c.URL, c.Dir, c.Base
 	heads := make([]string, prs)
 	var refspecs []string
 	for i := range prs {

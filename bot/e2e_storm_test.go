@@ -79,20 +79,8 @@ func TestE2EPushStorm(t *testing.T) {
 	e := startE2E(t, "e2e-storm")
 	m := e.g.Maintainer
 	ctx := t.Context()
-	url := e.g.URL + "/" + e.repo.FullName() + ".git"
-	dir := t.TempDir()
-	git := func(args ...string) string {
-		t.Helper()
-		out, err := e.g.Git(ctx, m, dir, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	git("init", "-q", "-b", "storm")
-	git("fetch", "-q", url, "refs/heads/main")
-	git("reset", "-q", "--hard", "FETCH_HEAD")
-	base := git("rev-parse", "HEAD")
+	c := e.cloneMain("storm")
+	git, url, dir, base := c.Git, c.URL, c.Dir, c.Base
 	// Every head's check takes ten seconds, so a head is still being
 	// verified when the next one is announced.
 	var shas, refspecs []string

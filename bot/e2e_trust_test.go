@@ -52,6 +52,9 @@ func TestE2EUntrustedFork(t *testing.T) {
 	if e.ran("HOSTILE-V1") {
 		t.Fatal("the outsider's code ran before any approval")
 	}
+	if e.fetched(head1) {
+		t.Fatal("the outsider's head was downloaded before any approval")
+	}
 
 	// The outsider approves their own head: refused, nothing runs.
 	e.comment(o, pr, "/verify approve")
@@ -79,6 +82,9 @@ func TestE2EUntrustedFork(t *testing.T) {
 	if !e.ran("HOSTILE-V1") {
 		t.Error("the approved head passed but its code left no marker")
 	}
+	if !e.fetched(head1) {
+		t.Error("the approved head ran but the fetch check does not see it (the check is blind)")
+	}
 	if st := e.waitFinal(head1); st.State != sdk.StatusSuccess {
 		t.Errorf("approved head status = %s %q", st.State, st.Description)
 	}
@@ -89,8 +95,8 @@ func TestE2EUntrustedFork(t *testing.T) {
 	if st2.State != sdk.StatusFailure || !strings.Contains(st2.Description, "UNTRUSTED_AUTHOR") {
 		t.Errorf("head 2 status = %s %q, want STOP_AND_ASK (UNTRUSTED_AUTHOR)", st2.State, st2.Description)
 	}
-	if e.ran("HOSTILE-V2") {
-		t.Error("the approval of head 1 let head 2 run")
+	if e.ran("HOSTILE-V2") || e.fetched(head2) {
+		t.Error("the approval of head 1 let head 2 run or be downloaded")
 	}
 
 	// A fork head that edits the recipe: refused, and a maintainer's

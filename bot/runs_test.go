@@ -114,6 +114,14 @@ func TestRunsLifecycle(t *testing.T) {
 					t.Errorf("ApprovalFor(%s, %d, %s) = %+v, %v, %v; want ok %v", tt.k, tt.pr, tt.head[:7], got, ok, err, tt.ok)
 				}
 			}
+			// vouch sees the pull request at head B: A's approval lapses and
+			// does not come back when A is pushed again.
+			if err := s.lapseApprovals(ctx, forge.Gitea, repo, 3, headB); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok, err := s.ApprovalFor(ctx, forge.Gitea, repo, 3, headA); ok || err != nil {
+				t.Errorf("approval of A after the pull request moved to B: %v, %v", ok, err)
+			}
 		})
 	}
 }

@@ -292,12 +292,6 @@ func (s *Service) stopWorkers(ctx context.Context) error {
 // Close closes the store.
 func (s *Service) Close() error { return s.store.Close() }
 
-// Jobs lists unfinished jobs (for tests and operators).
-func (s *Service) Jobs(ctx context.Context) ([]Job, error) { return s.store.Jobs(ctx) }
-
-// Store is the service's store.
-func (s *Service) Store() *Store { return s.store }
-
 // The queue's retry behaviour: back off 1s, 2s, 4s... up to a minute, for
 // about a day and a half, so a forge outage delays a result but does not
 // lose it.

@@ -233,23 +233,19 @@ func (s *Store) Jobs(ctx context.Context) ([]Job, error) {
 
 // jobOf decodes a River row into a Job.
 func jobOf(row *rivertype.JobRow) (Job, error) {
-	split := func(full string) forge.Repo {
-		owner, name, _ := strings.Cut(full, "/")
-		return forge.Repo{Owner: owner, Name: name}
-	}
 	switch JobKind(row.Kind) {
 	case JobVerify:
 		var a verifyArgs
 		if err := json.Unmarshal(row.EncodedArgs, &a); err != nil {
 			return Job{}, fmt.Errorf("job %d: %w", row.ID, err)
 		}
-		return Job{Kind: JobVerify, Forge: forge.Kind(a.Forge), Repo: split(a.Repo), PR: a.PR, HeadSHA: a.HeadSHA, Delivery: a.Delivery}, nil
+		return Job{Kind: JobVerify, Forge: forge.Kind(a.Forge), Repo: splitRepo(a.Repo), PR: a.PR, HeadSHA: a.HeadSHA, Delivery: a.Delivery}, nil
 	case JobCommand:
 		var a commandArgs
 		if err := json.Unmarshal(row.EncodedArgs, &a); err != nil {
 			return Job{}, fmt.Errorf("job %d: %w", row.ID, err)
 		}
-		return Job{Kind: JobCommand, Forge: forge.Kind(a.Forge), Repo: split(a.Repo), PR: a.PR, HeadSHA: a.HeadSHA,
+		return Job{Kind: JobCommand, Forge: forge.Kind(a.Forge), Repo: splitRepo(a.Repo), PR: a.PR, HeadSHA: a.HeadSHA,
 			Delivery: a.Delivery, CommentID: a.CommentID, CommentAt: a.CommentAt, Author: a.Author, Commands: a.Commands}, nil
 	}
 	return Job{}, fmt.Errorf("job %d: unknown kind %q", row.ID, row.Kind)

@@ -54,9 +54,9 @@ type verifyWorker struct {
 	inflight *inflight
 }
 
-// Work verifies one head: re-read the pull request, post pending, fetch
-// the exact SHAs, gate, check trust, run the sandbox, persist the receipt,
-// then post. An attempt after a crash or a failed post finds the persisted
+// Work verifies one head: re-read the pull request, post pending, check
+// trust (an untrusted, unapproved head stops here, unfetched), fetch the
+// exact SHAs, gate, run the sandbox, persist the receipt, then post. An attempt after a crash or a failed post finds the persisted
 // receipt and only posts it: a verdict is never run twice. Errors returned
 // are transient (the forge or the network) and retried with back-off.
 func (w *verifyWorker) Work(ctx context.Context, job *river.Job[verifyArgs]) error {
@@ -100,6 +100,7 @@ func (w *verifyWorker) Work(ctx context.Context, job *river.Job[verifyArgs]) err
 		return err
 	}
 	log.Info("verdict persisted", "outcome", rc.Outcome, "reason", rc.Reason)
+	// Post what the store holds: FinishRun never replaces a receipt.
 	if run, err = w.d.Store.Run(ctx, job.ID); err != nil {
 		return err
 	}
